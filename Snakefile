@@ -1,0 +1,24 @@
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+# The embedded default, unless the command line names a study config (`--configfile config/paper.yaml`): Snakemake
+# would otherwise deep-merge the two and mix the default's tiny model into the paper's matrix.
+if not workflow.overwrite_configfiles:
+
+    configfile: "config/config.yaml"
+
+
+include: "rules/common.smk"
+include: "rules/corpus.smk"
+include: "rules/calibrate.smk"
+include: "rules/train.smk"
+include: "rules/evaluate.smk"
+include: "rules/stats.smk"
+include: "rules/report.smk"
+
+
+rule all:
+    input:
+        get_final_outputs(),

@@ -1,0 +1,50 @@
+"""Atomic file output: every artefact a rule declares appears only when it is complete.
+
+Write to a temporary name in the destination directory, fsync, then rename over the target, so a killed job never
+leaves a half-written file that a later run would mistake for a finished one.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
+    """Yield a temporary path beside `path`; on success fsync it and rename it onto `path`, on failure remove it."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix or target.suffix, dir=target.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        with open(tmp, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> None:
+    write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def write_parquet(path: str | os.PathLike, frame) -> None:
+    """Write a pandas DataFrame to parquet atomically (index dropped)."""
+    with atomic_path(path) as tmp:
+        frame.to_parquet(tmp, index=False)
+
+
+def write_csv(path: str | os.PathLike, frame) -> None:
+    with atomic_path(path) as tmp:
+        frame.to_csv(tmp, index=False)

@@ -1,0 +1,66 @@
+"""Batched autoregressive decoding with a KV cache: seeded sampling for rollouts, argmax for greedy evaluation.
+
+A hand-written loop rather than `generate()`: the sampling draws come from an explicit `torch.Generator`, so a run's
+rollouts depend only on its seed and checkpointed generator state; and the K rollouts of a prompt share one prefill.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from dataflex_rl.backends.embedded.sequences import positions_from_mask, prefill
+
+
+@dataclass(frozen=True)
+class Generated:
+    prompt_ids: torch.Tensor  # [B, P] left-padded, one row per distinct prompt
+    prompt_mask: torch.Tensor  # [B, P]
+    response_ids: torch.Tensor  # [B·repeats, L] right-padded with pad_id after end-of-text
+    response_mask: torch.Tensor  # [B·repeats, L] 1 for generated tokens up to and including end-of-text
+
+
+def left_pad(sequences: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    for row, seq in enumerate(sequences):
+        ids[row, width - len(seq):] = torch.tensor(seq, dtype=torch.long)
+        mask[row, width - len(seq):] = 1
+    return ids, mask
+
+
+@torch.no_grad()
+def decode(model, prompts: list[list[int]], *, max_new_tokens: int, eos_id: int, pad_id: int, repeats: int = 1,
+           generator: torch.Generator | None = None, temperature: float = 1.0) -> Generated:
+    """`repeats` responses per prompt of up to `max_new_tokens`: sampled with `generator`, or greedy when it is None."""
+    prompt_ids, prompt_mask = left_pad(prompts, pad_id)
+    logits, cache, attention = prefill(model, prompt_ids, prompt_mask, repeats)
+    batch = attention.shape[0]
+    next_position = positions_from_mask(attention)[:, -1] + 1
+    finished = torch.zeros(batch, dtype=torch.bool)
+    out_ids = torch.full((batch, max_new_tokens), pad_id, dtype=torch.long)
+    out_mask = torch.zeros((batch, max_new_tokens), dtype=torch.long)
+    for step in range(max_new_tokens):
+        if generator is None:
+            token = logits.argmax(-1)
+        else:
+            probs = torch.softmax(logits.float() / temperature, dim=-1)
+            token = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+        token = torch.where(finished, torch.full_like(token, pad_id), token)
+        out_ids[:, step] = token
+        out_mask[:, step] = (~finished).long()
+        finished |= token == eos_id
+        if bool(finished.all()) or step + 1 == max_new_tokens:
+            break
+        attention = torch.cat([attention, torch.ones((batch, 1), dtype=attention.dtype)], dim=1)
+        logits = model(input_ids=token[:, None], attention_mask=attention, position_ids=next_position[:, None],
+                       past_key_values=cache, use_cache=True).logits[:, -1, :]
+        next_position = next_position + 1
+    width = int(out_mask.sum(-1).max().clamp(min=1))
+    return Generated(prompt_ids, prompt_mask, out_ids[:, :width], out_mask[:, :width])
+
+
+def response_texts(tokenizer, generated: Generated) -> list[str]:
+    return [tokenizer.decode(ids[mask.bool()].tolist(), skip_special_tokens=True)
+            for ids, mask in zip(generated.response_ids, generated.response_mask)]

@@ -1,0 +1,41 @@
+"""Score a model on one benchmark: greedy decoding of every item, the benchmark's verifier, per-item records."""
+from __future__ import annotations
+
+import pandas as pd
+import torch
+
+from dataflex_rl.backends.embedded.generation import decode, response_texts
+from dataflex_rl.backends.embedded.model import load_model
+from dataflex_rl.backends.embedded.sequences import encode_prompts
+from dataflex_rl.tasks.prompting import render_prompt
+from dataflex_rl.verify.verifiers import get_verifier
+
+
+def score_items(model, tokenizer, items: pd.DataFrame, template: str, max_new_tokens: int,
+                batch_size: int = 128) -> pd.DataFrame:
+    """Greedy responses and verdicts for `items`, batched by prompt length to keep padding small."""
+    records = items.to_dict("records")
+    prompts = encode_prompts(tokenizer, [render_prompt(r["prompt"], template) for r in records])
+    order = sorted(range(len(records)), key=lambda i: len(prompts[i]))
+    rows: dict[int, dict] = {}
+    for start in range(0, len(order), batch_size):
+        chunk = order[start : start + batch_size]
+        generated = decode(model, [prompts[i] for i in chunk], max_new_tokens=max_new_tokens,
+                           eos_id=tokenizer.eos_token_id, pad_id=tokenizer.pad_token_id)
+        lengths = generated.response_mask.sum(-1).tolist()
+        for index, text, length in zip(chunk, response_texts(tokenizer, generated), lengths):
+            item = records[index]
+            verdict = get_verifier(item["answer_format"])(text, item)
+            rows[index] = {"prompt_id": item["id"], "response": text, "length": int(length),
+                           "correct": bool(verdict.correct), "parsed": bool(verdict.parsed)}
+    return pd.DataFrame([rows[i] for i in range(len(records))])
+
+
+def score_embedded(base_dir, weights_path, items_path, template: str, max_new_tokens: int, batch_size: int = 128,
+                   threads: int = 1) -> pd.DataFrame:
+    """Load the base model (and a run's trained weights when given) and score one benchmark's items."""
+    torch.set_num_threads(threads)
+    model, tokenizer = load_model(base_dir)
+    if weights_path is not None:
+        model.load_state_dict(torch.load(weights_path, weights_only=True))
+    return score_items(model, tokenizer, pd.read_parquet(items_path), template, max_new_tokens, batch_size)

@@ -1,0 +1,125 @@
+"""Run records: one tidy row per (run, benchmark), the only input the statistics read.
+
+Per-item score files (parquet, one per run and benchmark) are reduced here to counts, so every summary downstream can
+be recomputed from a small table, and `validate_records` refuses a table that would make a summary silently wrong.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+import pandas as pd
+
+UNTRAINED = "untrained"
+
+ITEM_COLUMNS = ("prompt_id", "response", "length", "correct", "parsed")
+
+# The tidy schema, one row per (run, benchmark):
+#   model, method   what was trained and under which data policy ("untrained" for the base model)
+#   seed            matched training seed; nullable Int64, NA for the untrained base
+#   run_id          "{model}/{method}/seed{seed}", or "{model}/untrained"
+#   benchmark, domain
+#   n, correct      items scored and items solved; score = correct / n in [0, 1]
+#   mean_length     mean response length in tokens; parse_rate = share of responses whose answer could be extracted
+#   steps           optimiser steps the evaluated checkpoint had taken (nullable Int64)
+RECORD_COLUMNS = ("model", "method", "seed", "run_id", "benchmark", "domain", "n", "correct", "score",
+                  "mean_length", "parse_rate", "steps")
+
+
+def run_id(model: str, method: str, seed: int | None) -> str:
+    """Name a run; the untrained base has no seed, so it cannot be mistaken for a seeded arm."""
+    if (method == UNTRAINED) != (seed is None):
+        raise ValueError(f"method {method!r} with seed {seed!r}: a seed is required exactly when the model is trained")
+    return f"{model}/{UNTRAINED}" if seed is None else f"{model}/{method}/seed{int(seed)}"
+
+
+def summarise_items(items: pd.DataFrame, *, model: str, method: str, seed: int | None, benchmark: str, domain: str,
+                    steps: int | None) -> dict:
+    """Reduce one (run, benchmark) item file to its record row."""
+    missing = [c for c in ITEM_COLUMNS if c not in items.columns]
+    if missing:
+        raise ValueError(f"{benchmark}: item file lacks columns {missing}")
+    if items.empty:
+        raise ValueError(f"{benchmark}: item file has no rows, so its score is undefined")
+    duplicated = items["prompt_id"][items["prompt_id"].duplicated()].unique().tolist()
+    if duplicated:
+        raise ValueError(f"{benchmark}: prompt ids scored more than once: {duplicated[:5]}")
+    correct = items["correct"].astype("int64")
+    if not correct.isin([0, 1]).all():
+        raise ValueError(f"{benchmark}: 'correct' must be 0/1")
+    n, solved = len(items), int(correct.sum())
+    return {
+        "model": model,
+        "method": method,
+        "seed": None if seed is None else int(seed),
+        "run_id": run_id(model, method, seed),
+        "benchmark": benchmark,
+        "domain": domain,
+        "n": n,
+        "correct": solved,
+        "score": solved / n,
+        "mean_length": float(items["length"].mean()),
+        "parse_rate": float(items["parsed"].astype(bool).mean()),
+        "steps": None if steps is None else int(steps),
+    }
+
+
+def records_frame(rows: Iterable[Mapping]) -> pd.DataFrame:
+    """Build a validated records table from record rows, with nullable integer seeds and steps."""
+    frame = pd.DataFrame(list(rows), columns=list(RECORD_COLUMNS))
+    frame = frame.astype({"seed": "Int64", "steps": "Int64", "n": "int64", "correct": "int64"})
+    validate_records(frame)
+    return frame
+
+
+def _problem(mask: pd.Series, what: str) -> list[str]:
+    rows = mask[mask].index.tolist()
+    return [f"{what} (rows {rows[:5]}{' …' if len(rows) > 5 else ''})"] if rows else []
+
+
+def validate_records(df: pd.DataFrame) -> None:
+    """Raise ValueError listing every way `df` breaks the record schema; a summary over such a table would mislead."""
+    missing = [c for c in RECORD_COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"records lack columns {missing}")
+    problems: list[str] = []
+    for column in ("model", "method", "run_id", "benchmark", "domain", "n", "correct", "score", "mean_length",
+                   "parse_rate"):
+        problems += _problem(df[column].isna(), f"{column} is missing")
+    n = pd.to_numeric(df["n"], errors="coerce")
+    correct = pd.to_numeric(df["correct"], errors="coerce")
+    score = pd.to_numeric(df["score"], errors="coerce")
+    problems += _problem(~(n > 0), "n must be a positive count")
+    problems += _problem(~((correct >= 0) & (correct <= n)), "correct must lie in [0, n]")
+    problems += _problem(~((score - correct / n).abs() <= 1e-9), "score must equal correct / n")
+    parse_rate = pd.to_numeric(df["parse_rate"], errors="coerce")
+    problems += _problem(~parse_rate.between(0, 1), "parse_rate must lie in [0, 1]")
+    problems += _problem(~(pd.to_numeric(df["mean_length"], errors="coerce") >= 0), "mean_length must be >= 0")
+    seed = pd.to_numeric(df["seed"], errors="coerce")
+    problems += _problem(df["seed"].notna() & ~((seed >= 0) & (seed % 1 == 0)), "seed must be a non-negative integer")
+    untrained = df["method"] == UNTRAINED
+    consistent = untrained == seed.isna()
+    problems += _problem(~consistent, "seed must be missing exactly for the untrained base")
+    expected = [run_id(m, t, None if pd.isna(s) else int(s)) if ok else r
+                for m, t, s, r, ok in zip(df["model"], df["method"], seed, df["run_id"], consistent)]
+    problems += _problem(df["run_id"] != pd.Series(expected, index=df.index, dtype=object),
+                         "run_id must be {model}/{method}/seed{seed} or {model}/untrained")
+    problems += _problem(df.duplicated(["run_id", "benchmark"], keep=False), "a (run_id, benchmark) pair repeats")
+    domains = df.groupby("benchmark")["domain"].nunique()
+    problems += [f"benchmark {b!r} is filed under several domains" for b in domains[domains > 1].index]
+    if problems:
+        raise ValueError("invalid records: " + "; ".join(problems))
+
+
+def collect_records(sources: Iterable[Mapping], steps: int | None) -> pd.DataFrame:
+    """The records table from score files; each source names its path, model, method, seed (None: base) and benchmark."""
+    from dataflex_rl.tasks.registry import get_benchmark
+
+    rows = []
+    for source in sources:
+        trained = source["seed"] is not None
+        rows.append(summarise_items(
+            pd.read_parquet(source["path"]), model=source["model"], method=source["method"], seed=source["seed"],
+            benchmark=source["benchmark"], domain=get_benchmark(source["benchmark"]).domain,
+            steps=steps if trained else 0,
+        ))
+    return records_frame(rows)

@@ -1,0 +1,48 @@
+"""Result tables: every table is written twice, as CSV for machines and as a Markdown pipe table for people.
+
+The Markdown is rendered here rather than through pandas' `to_markdown` so that the platform does not depend on
+`tabulate`, and so that a small p-value is never printed as 0.00.
+"""
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+from pathlib import Path
+
+import pandas as pd
+
+from dataflex_rl.atomic import write_csv, write_text
+
+MISSING = "—"
+
+
+def format_cell(value, decimals: int = 2) -> str:
+    """Render one cell: floats to `decimals` places, but a non-zero value that would round to zero keeps 2 significant
+    digits (p-values), missing values as a dash, and pipes escaped so they cannot split a Markdown row."""
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return MISSING
+    if isinstance(value, (bool, Integral)):
+        return str(value)
+    if isinstance(value, Real):
+        x = float(value)
+        if x != 0 and abs(x) < 0.5 * 10 ** -decimals:
+            return f"{x:.2g}"
+        return f"{x:.{decimals}f}"
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(df: pd.DataFrame, decimals: int = 2) -> str:
+    """A Markdown pipe table of `df` (index ignored), numeric columns right-aligned."""
+    numeric = [pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype) for dtype in df.dtypes]
+    header = "| " + " | ".join(format_cell(str(c)) for c in df.columns) + " |"
+    rule = "|" + "|".join("---:" if right else ":---" for right in numeric) + "|"
+    body = ["| " + " | ".join(format_cell(v, decimals) for v in row) + " |"
+            for row in df.itertuples(index=False, name=None)]
+    return "\n".join([header, rule, *body]) + "\n"
+
+
+def write_table(df: pd.DataFrame, stem: Path, decimals: int = 2) -> None:
+    """Write `stem`.csv (full precision) and `stem`.md (rounded), each atomically; the index is not written."""
+    stem = Path(stem)
+    write_csv(stem.with_name(stem.name + ".csv"), df)
+    write_text(stem.with_name(stem.name + ".md"), markdown_table(df, decimals))

@@ -1,0 +1,179 @@
+"""Paired comparisons over matched seeds (DESIGN: statistics protocol).
+
+Methods share training seeds, so noise common to both arms of a seed cancels in the per-seed difference; every claim
+is a t interval on those differences. Unmatched seeds would bring that noise back unnoticed, so they are an error
+unless explicitly allowed, and then the seeds dropped are recorded beside the result.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from dataflex_rl.records import UNTRAINED
+
+POINTS = 100.0  # summaries are in [0, 1]; comparison tables are in percentage points
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """Mean per-seed difference (treatment − control) with its t interval.
+
+    With fewer than two seeds there is no spread to estimate, so sd, ci_low, ci_high and t_p_value are NaN.
+    `dropped` lists the (side lacking it, seed) cells left out when unpaired seeds were allowed.
+    """
+
+    mean: float
+    ci_low: float
+    ci_high: float
+    sd: float
+    n: int
+    t_p_value: float
+    seeds: tuple[int, ...]
+    dropped: tuple[tuple[str, int], ...] = ()
+    confidence: float = 0.95
+
+
+class UnmatchedSeedsError(ValueError):
+    """Raised when a seed has a value on one side only; `missing` holds the (side lacking it, seed) cells."""
+
+    def __init__(self, missing: tuple[tuple[str, int], ...]):
+        self.missing = missing
+        cells = ", ".join(f"({side}, seed {seed})" for side, seed in missing)
+        super().__init__(f"seeds are not matched; missing (side, seed) cells: {cells}")
+
+
+def _t_interval(seeds: tuple[int, ...], differences: np.ndarray, confidence: float,
+                dropped: tuple[tuple[str, int], ...] = ()) -> PairedDifference:
+    """One-sample t interval and two-sided p-value for the mean of `differences`."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    n = len(differences)
+    mean = float(differences.mean())
+    low = high = sd = p = math.nan
+    if n >= 2:
+        sd = float(differences.std(ddof=1))
+        se = sd / math.sqrt(n)
+        half = float(stats.t.ppf((1 + confidence) / 2, n - 1)) * se
+        low, high = mean - half, mean + half
+        # Identical differences: the t statistic is infinite (p = 0) unless the mean is 0 too (undefined).
+        p = float(2 * stats.t.sf(abs(mean) / se, n - 1)) if se > 0 else (math.nan if mean == 0 else 0.0)
+    return PairedDifference(mean, low, high, sd, n, p, seeds, dropped, confidence)
+
+
+def paired_difference_ci(treatment: Mapping[int, float], control: Mapping[int, float], confidence: float = 0.95, *,
+                         allow_unpaired: bool = False,
+                         names: tuple[str, str] = ("treatment", "control")) -> PairedDifference:
+    """Paired t interval for treatment − control over the seeds both sides share.
+
+    A seed on one side only raises UnmatchedSeedsError unless `allow_unpaired`, which keeps the intersection and
+    records the rest in `dropped`. `names` label the sides in messages.
+    """
+    t_seeds, c_seeds = {int(s) for s in treatment}, {int(s) for s in control}
+    missing = tuple([(names[1], s) for s in sorted(t_seeds - c_seeds)] +
+                    [(names[0], s) for s in sorted(c_seeds - t_seeds)])
+    if missing and not allow_unpaired:
+        raise UnmatchedSeedsError(missing)
+    seeds = tuple(sorted(t_seeds & c_seeds))
+    if not seeds:
+        raise ValueError(f"{names[0]} and {names[1]} share no seeds")
+    differences = np.array([treatment[s] - control[s] for s in seeds], dtype=float)
+    if not np.isfinite(differences).all():
+        raise ValueError(f"non-finite values for seeds {[s for s, d in zip(seeds, differences) if not np.isfinite(d)]}")
+    return _t_interval(seeds, differences, confidence, missing)
+
+
+def _require_metric(summaries: pd.DataFrame, metric: str) -> None:
+    if metric not in summaries.columns:
+        raise ValueError(f"no column {metric!r}; available: {list(summaries.columns)}")
+
+
+def _arm(runs: pd.DataFrame, method: str, metric: str) -> dict[int, float]:
+    """Seed → metric for one method's runs, refusing missing or repeated seeds."""
+    rows = runs[runs["method"] == method]
+    if rows["seed"].isna().any():
+        raise ValueError(f"{method!r} has runs without a seed; compare the untrained base with headroom()")
+    if rows["seed"].duplicated().any():
+        raise ValueError(f"{method!r} has repeated seeds {sorted(rows['seed'][rows['seed'].duplicated()].unique())}")
+    return {int(s): float(v) for s, v in zip(rows["seed"], rows[metric])}
+
+
+def _holm(p: pd.Series) -> pd.Series:
+    """Holm step-down adjustment over the non-missing p-values (a family-wise error bound across methods)."""
+    valid = p.dropna().sort_values()
+    m = len(valid)
+    adjusted = (valid * (m - np.arange(m))).cummax().clip(upper=1.0)
+    return adjusted.reindex(p.index)
+
+
+def compare_methods(summaries: pd.DataFrame, metric: str = "DB-12", *, controls: Mapping[str, str],
+                    model: str | None = None, confidence: float = 0.95, allow_unpaired: bool = False) -> pd.DataFrame:
+    """One row per (model, method) present in `controls`: the paired difference to its control, in points.
+
+    Means are over the paired seeds, so delta_mean = method_mean − control_mean. p_holm adjusts p across the
+    methods of each model. dropped_seeds names the cells left out when `allow_unpaired`.
+    """
+    _require_metric(summaries, metric)
+    models = [model] if model is not None else sorted(summaries["model"].unique())
+    rows = []
+    for name in models:
+        runs = summaries[summaries["model"] == name]
+        block = []
+        for method, control in controls.items():
+            if not (runs["method"] == method).any():
+                continue
+            if not (runs["method"] == control).any():
+                raise ValueError(f"{name}: control {control!r} of {method!r} has no runs")
+            treated, base = _arm(runs, method, metric), _arm(runs, control, metric)
+            diff = paired_difference_ci(treated, base, confidence, allow_unpaired=allow_unpaired,
+                                        names=(f"{name}/{method}", f"{name}/{control}"))
+            block.append({
+                "model": name, "method": method, "control": control, "metric": metric, "n_seeds": diff.n,
+                "method_mean": POINTS * float(np.mean([treated[s] for s in diff.seeds])),
+                "control_mean": POINTS * float(np.mean([base[s] for s in diff.seeds])),
+                "delta_mean": POINTS * diff.mean, "ci_low": POINTS * diff.ci_low, "ci_high": POINTS * diff.ci_high,
+                "sd": POINTS * diff.sd, "p": diff.t_p_value,
+                "dropped_seeds": ", ".join(f"{side}:seed{seed}" for side, seed in diff.dropped),
+            })
+        if block:
+            block_frame = pd.DataFrame(block)
+            block_frame["p_holm"] = _holm(block_frame["p"])
+            rows.append(block_frame)
+    columns = ["model", "method", "control", "metric", "n_seeds", "method_mean", "control_mean", "delta_mean",
+               "ci_low", "ci_high", "sd", "p", "p_holm", "dropped_seeds"]
+    return pd.concat(rows, ignore_index=True)[columns] if rows else pd.DataFrame(columns=columns)
+
+
+def headroom(summaries: pd.DataFrame, metric: str, trained_method: str = "baseline", *,
+             confidence: float = 0.95) -> pd.DataFrame:
+    """Per model, what training adds over the untrained base, in points.
+
+    The base is one deterministic model, so the sample is the per-seed differences trained_seed − untrained and the
+    interval is a one-sample t interval on them. Models lacking either side are left out.
+    """
+    _require_metric(summaries, metric)
+    rows = []
+    for name in sorted(summaries["model"].unique()):
+        runs = summaries[summaries["model"] == name]
+        base = runs.loc[runs["method"] == UNTRAINED, metric]
+        if base.empty or not (runs["method"] == trained_method).any():
+            continue
+        if len(base) > 1:
+            raise ValueError(f"{name}: {len(base)} untrained runs, expected one")
+        untrained = float(base.iloc[0])
+        trained = _arm(runs, trained_method, metric)
+        seeds = tuple(sorted(trained))
+        diff = _t_interval(seeds, np.array([trained[s] - untrained for s in seeds]), confidence)
+        rows.append({
+            "model": name, "method": trained_method, "metric": metric, "n_seeds": diff.n,
+            "untrained": POINTS * untrained, "trained_mean": POINTS * float(np.mean(list(trained.values()))),
+            "delta_mean": POINTS * diff.mean, "ci_low": POINTS * diff.ci_low, "ci_high": POINTS * diff.ci_high,
+            "sd": POINTS * diff.sd, "p": diff.t_p_value,
+        })
+    if not rows:
+        raise ValueError(f"no model has both an untrained run and {trained_method!r} runs")
+    return pd.DataFrame(rows)
