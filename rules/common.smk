@@ -53,8 +53,18 @@ def score_files():
     ]
 
 
+def run_outputs():
+    return [
+        f"results/runs/{run.path}/{name}"
+        for run in RUNS
+        for name in ("weights.pt", "metrics.parquet")
+    ]
+
+
 def get_final_outputs():
-    return score_files() + [
+    """Every run's artefacts are listed, not only the tables: Snakemake does not rebuild a deleted intermediate while
+    the files downstream of it exist, so a lost checkpoint or score would otherwise go unnoticed."""
+    return run_outputs() + score_files() + [
         "results/records/records.parquet",
         "results/tables/headroom.md",
         "results/tables/comparisons.md",

@@ -57,6 +57,11 @@ def test_shared_prefix_logprobs_equal_full_sequence_logprobs(workspace):
     assert torch.allclose(shared, full, atol=1e-5)
 
 
+def assert_same_weights(a, b):
+    for (name, x), (_, y) in zip(a.model.state_dict().items(), b.model.state_dict().items()):
+        assert torch.equal(x, y), name
+
+
 def _trainer(root, corpus, method=MethodSpec("baseline", "baseline", {}, "none"), steps=4, seed=7):
     settings = GRPOSettings(steps=steps, prompts_per_step=4, rollouts=5, max_new_tokens=4, checkpoint_every=2)
     return EmbeddedGRPOTrainer(root / "base", corpus, method, seed, settings, TEMPLATE)
@@ -70,8 +75,7 @@ def test_same_seed_gives_identical_metrics_and_weights(workspace, tmp_path, meth
     a = first.train(tmp_path / "a", progress=False).drop(columns="seconds")
     b = second.train(tmp_path / "b", progress=False).drop(columns="seconds")
     pd.testing.assert_frame_equal(a, b)
-    for (name, x), (_, y) in zip(first.model.state_dict().items(), second.model.state_dict().items()):
-        assert torch.equal(x, y), name
+    assert_same_weights(first, second)
 
 
 def test_resume_from_checkpoint_is_bit_identical(workspace, tmp_path):
@@ -85,8 +89,7 @@ def test_resume_from_checkpoint_is_bit_identical(workspace, tmp_path):
     assert resumed.step == 0
     got = resumed.train(tmp_path / "resumed", progress=False).drop(columns="seconds")
     pd.testing.assert_frame_equal(got, expected)
-    for (name, x), (_, y) in zip(resumed.model.state_dict().items(), straight.model.state_dict().items()):
-        assert torch.equal(x, y), name
+    assert_same_weights(resumed, straight)
 
 
 def test_checkpoint_of_another_configuration_is_refused(workspace, tmp_path):
