@@ -26,6 +26,11 @@ class PromptStream:
     def domains(self) -> list[str]:
         return sorted(self._rows_by_domain)
 
+    def corpus_shares(self) -> dict[str, float]:
+        """p(d) under uniform sampling from the corpus: each domain's share of its rows."""
+        total = len(self._all_rows)
+        return {d: len(rows) / total for d, rows in sorted(self._rows_by_domain.items())}
+
     def _next(self, key: str, rows: list[int]) -> int:
         """The next row of `key`'s permutation; a new permutation (seeded by key, seed and epoch) after each pass."""
         queue = self._queues.setdefault(key, {"epoch": 0, "position": 0})

@@ -151,9 +151,8 @@ class EmbeddedGRPOTrainer:
             "mean_response_length": float(token_mask.sum(-1).mean()),
             "seconds": time.perf_counter() - started,
         }
-        for domain in self.stream.domains:
-            record[f"p:{domain}"] = (probabilities[domain] if probabilities
-                                     else sum(d == domain for d in batch.domains) / groups)
+        for domain, p in (probabilities or self.stream.corpus_shares()).items():
+            record[f"p:{domain}"] = p
         self.step += 1
         return record
 
