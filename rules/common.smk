@@ -94,9 +94,10 @@ def base_model_input(wildcards):
 
 
 def _print_matrix_summary():
+    per_benchmark = config.get("evaluation", {}).get("job_per_benchmark", False)
     per_rule = {
         "train": len(RUNS),
-        "score": len(score_files()),
+        "score": len(score_files()) if per_benchmark else len(RUNS) + len(MODELS),
         "benchmark_items + calibrate": 2 * len(BENCHMARKS),
     }
     print(
