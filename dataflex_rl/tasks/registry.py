@@ -36,10 +36,10 @@ def _sci(name: str) -> TaskSource:
 
 # Small parameter ranges: a ~1M-parameter model must be able to learn some of each within minutes.
 _EMBEDDED_SOURCES = {
-    "basic_arithmetic": (_rg("basic_arithmetic", "math", min_terms=2, max_terms=3, min_digits=1, max_digits=1,
-                             operators=("+",), allow_parentheses=False, allow_negation=False), "MATH-500"),
+    "basic_arithmetic": (_rg("basic_arithmetic", "math", min_terms=2, max_terms=2, min_digits=1, max_digits=2,
+                             operators=("+", "-"), allow_parentheses=False, allow_negation=False), "MATH-500"),
     "chain_sum": (_rg("chain_sum", "math", min_terms=2, max_terms=3, min_digits=1, max_digits=1), "GSM8K"),
-    "products": (_rg("products", "math", min_terms=2, max_terms=3, min_digits=1, max_digits=1), "Minerva-Math"),
+    "products": (_rg("products", "math", min_terms=2, max_terms=2, min_digits=1, max_digits=2), "Minerva-Math"),
     "gcd": (_rg("gcd", "math", max_value=30), "AIME-2024"),
     "simple_equations": (_rg("simple_equations", "math", min_terms=2, max_terms=2, max_value=10), "OlympiadBench"),
     "syllogism": (_rg("syllogism", "logic"), "BBH logical deduction"),

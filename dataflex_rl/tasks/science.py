@@ -31,7 +31,7 @@ def _fmt(x: float) -> str:
 def _unit_conversion(rng: random.Random) -> tuple[str, str, list[str], str]:
     table = rng.choice([_LENGTH_UNITS, _MASS_UNITS])
     src, dst = rng.sample(sorted(table), 2)
-    value = rng.randint(1, 99)  # whole numbers: every option carries the same digits, only the power of ten differs
+    value = rng.choice([rng.randint(1, 99), rng.randint(1, 99) / 10])
     factor = table[src] / table[dst]
     right = value * factor
     wrong = [value / factor, right * 10, right / 10, right * 100, right / 100]
@@ -39,11 +39,9 @@ def _unit_conversion(rng: random.Random) -> tuple[str, str, list[str], str]:
 
 
 def _kinematics(rng: random.Random) -> tuple[str, str, list[str], str]:
-    speed, time = rng.randint(3, 30), rng.randint(2, 20)
+    speed, time = rng.randint(2, 30), rng.randint(2, 20)
     right = speed * time
-    # Distractors combine the two numbers the wrong way (add, subtract, divide, or keep one); with speed ≥ 3 and
-    # time ≥ 2 each is smaller than the product, a cue (the largest option) that a tiny model can learn.
-    wrong = [speed + time, abs(speed - time), round(speed / time, 2), max(speed, time)]
+    wrong = [speed + time, round(speed / time, 2), right * 2, right + speed, abs(speed - time)]
     question = f"A cart moves at a constant {speed} m/s for {time} s. How far does it travel, in metres?"
     return question, _fmt(right), [_fmt(w) for w in wrong], "kinematics"
 
