@@ -17,6 +17,7 @@ include: "rules/train.smk"
 include: "rules/evaluate.smk"
 include: "rules/stats.smk"
 include: "rules/report.smk"
+include: "rules/tables.smk"
 
 
 rule all:

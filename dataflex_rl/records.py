@@ -19,7 +19,8 @@ ITEM_COLUMNS = ("prompt_id", "response", "length", "correct", "parsed")
 #   run_id          "{model}/{method}/seed{seed}", or "{model}/untrained"
 #   benchmark, domain
 #   n, correct      items scored and items solved; score = correct / n in [0, 1]
-#   mean_length     mean response length in tokens; parse_rate = share of responses whose answer could be extracted
+#   mean_length     mean response length in tokens; parse_rate = share of responses whose answer could be extracted;
+#                   both NaN where the source did not report them (tables imported from elsewhere, records_import)
 #   steps           optimiser steps the evaluated checkpoint had taken (nullable Int64)
 RECORD_COLUMNS = ("model", "method", "seed", "run_id", "benchmark", "domain", "n", "correct", "score",
                   "mean_length", "parse_rate", "steps")
@@ -82,8 +83,7 @@ def validate_records(df: pd.DataFrame) -> None:
     if missing:
         raise ValueError(f"records lack columns {missing}")
     problems: list[str] = []
-    for column in ("model", "method", "run_id", "benchmark", "domain", "n", "correct", "score", "mean_length",
-                   "parse_rate"):
+    for column in ("model", "method", "run_id", "benchmark", "domain", "n", "correct", "score"):
         problems += _problem(df[column].isna(), f"{column} is missing")
     n = pd.to_numeric(df["n"], errors="coerce")
     correct = pd.to_numeric(df["correct"], errors="coerce")
@@ -92,8 +92,10 @@ def validate_records(df: pd.DataFrame) -> None:
     problems += _problem(~((correct >= 0) & (correct <= n)), "correct must lie in [0, n]")
     problems += _problem(~((score - correct / n).abs() <= 1e-9), "score must equal correct / n")
     parse_rate = pd.to_numeric(df["parse_rate"], errors="coerce")
-    problems += _problem(~parse_rate.between(0, 1), "parse_rate must lie in [0, 1]")
-    problems += _problem(~(pd.to_numeric(df["mean_length"], errors="coerce") >= 0), "mean_length must be >= 0")
+    # Missing lengths and parse rates are allowed (not every source reports them); present ones must be in range.
+    problems += _problem(df["parse_rate"].notna() & ~parse_rate.between(0, 1), "parse_rate must lie in [0, 1]")
+    mean_length = pd.to_numeric(df["mean_length"], errors="coerce")
+    problems += _problem(df["mean_length"].notna() & ~(mean_length >= 0), "mean_length must be >= 0")
     seed = pd.to_numeric(df["seed"], errors="coerce")
     problems += _problem(df["seed"].notna() & ~((seed >= 0) & (seed % 1 == 0)), "seed must be a non-negative integer")
     untrained = df["method"] == UNTRAINED

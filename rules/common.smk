@@ -63,7 +63,10 @@ def run_outputs():
 
 def get_final_outputs():
     """Every run's artefacts are listed, not only the tables: Snakemake does not rebuild a deleted intermediate while
-    the files downstream of it exist, so a lost checkpoint or score would otherwise go unnoticed."""
+    the files downstream of it exist, so a lost checkpoint or score would otherwise go unnoticed. A config naming a
+    `records_file` is a study regenerated from records alone: its products are the tables (rules/tables.smk)."""
+    if "records_file" in config:
+        return tables_outputs()
     return run_outputs() + score_files() + [
         "results/records/records.parquet",
         "results/tables/headroom.md",
@@ -94,6 +97,13 @@ def base_model_input(wildcards):
 
 
 def _print_matrix_summary():
+    if "records_file" in config:
+        print(
+            f"DataFlex-RL study {config['study']!r}: tables from the records in {config['records_file']!r}; "
+            "no training or scoring (target: tables)",
+            file=sys.stderr,
+        )
+        return
     per_benchmark = config.get("evaluation", {}).get("job_per_benchmark", False)
     per_rule = {
         "train": len(RUNS),

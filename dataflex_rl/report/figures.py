@@ -1,6 +1,7 @@
 """Figures. Built on a bare matplotlib Figure with the Agg canvas, so no pyplot state or display is involved."""
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
@@ -27,7 +28,7 @@ def forest_plot(comparison_df: pd.DataFrame, path: str | os.PathLike, metric: st
     errors = np.nan_to_num(np.vstack([delta - df["ci_low"].to_numpy(float), df["ci_high"].to_numpy(float) - delta]))
     y = np.arange(len(df))
 
-    fig = Figure(figsize=(6.0, 1.0 + 0.35 * len(df)), layout="constrained")
+    fig = Figure(figsize=(4.0 + 0.07 * max(map(len, labels)), 1.0 + 0.3 * len(df)), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     ax.axvline(0.0, color="0.5", linewidth=1, linestyle="--")
@@ -36,3 +37,91 @@ def forest_plot(comparison_df: pd.DataFrame, path: str | os.PathLike, metric: st
     ax.set_xlabel(f"Δ {metric} vs control (percentage points, paired t CI)")
     with atomic_path(path, suffix=".png") as tmp:
         fig.savefig(tmp, format="png", dpi=150)
+
+
+def _panels(count: int, width: float, height: float, ncols: int = 3, left: float = 1.6,
+            bottom: float = 0.8) -> tuple[Figure, list]:
+    """A Figure with one axes per panel on a grid of up to `ncols` columns, unused cells hidden.
+
+    Margins are fixed in inches (`left` for tick labels, `bottom` for rotated ones) rather than left to a layout
+    engine: constrained layout measures every annotation again and made a 12-panel heatmap take seconds.
+    """
+    ncols = max(1, min(ncols, count))
+    nrows = math.ceil(count / ncols)
+    fig = Figure(figsize=(width * ncols, height * nrows))
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(nrows, ncols, squeeze=False,
+                        gridspec_kw=dict(left=left / (width * ncols), right=1 - 0.2 / (width * ncols),
+                                         bottom=bottom / (height * nrows), top=1 - 0.9 / (height * nrows),
+                                         wspace=left / (width - left), hspace=(bottom + 0.4) / (height - bottom)))
+    axes = axes.ravel().tolist()
+    for ax in axes[count:]:
+        ax.set_visible(False)
+    return fig, axes[:count]
+
+
+def _save(fig: Figure, path: str | os.PathLike) -> None:
+    with atomic_path(path, suffix=".png") as tmp:
+        fig.savefig(tmp, format="png", dpi=100)
+
+
+def domain_heatmap(tradeoffs: pd.DataFrame, path: str | os.PathLike) -> None:
+    """PNG: per model, methods × domains (and the headline) coloured by the method's difference from the model's mean
+    in that column, annotated with the value in points — the domain trade-offs at a glance."""
+    if tradeoffs.empty:
+        raise ValueError("nothing to plot: the trade-off table is empty")
+    columns = [c for c in tradeoffs.columns if c not in ("model", "method", "n_seeds")]
+    models = list(pd.unique(tradeoffs["model"]))
+    height = 1.6 + 0.25 * tradeoffs.groupby("model").size().max()
+    fig, axes = _panels(len(models), 1.8 + 0.8 * len(columns), height, left=1.2, bottom=0.5)
+    for ax, model in zip(axes, models):
+        block = tradeoffs[tradeoffs["model"] == model]
+        values = block[columns].to_numpy(float)
+        centred = values - np.nanmean(values, axis=0)
+        limit = np.nanmax(np.abs(centred)) or 1.0
+        ax.imshow(centred, cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto")
+        for (i, j), v in np.ndenumerate(values):
+            dark = abs(centred[i, j]) > 0.6 * limit
+            ax.text(j, i, f"{v:.1f}", ha="center", va="center", fontsize=7, color="white" if dark else "black")
+        ax.set_xticks(range(len(columns)), [c.removeprefix("domain:") for c in columns], fontsize=8)
+        ax.set_yticks(range(len(block)), block["method"], fontsize=8)
+        ax.set_title(model, fontsize=9)
+    fig.suptitle("Mean over seeds (points); colour: difference from the model's mean", fontsize=9)
+    _save(fig, path)
+
+
+def spearman_heatmap(matrices: dict[str, pd.DataFrame], path: str | os.PathLike) -> None:
+    """PNG: per model, Spearman ρ between the method rankings of every pair of summaries."""
+    if not matrices:
+        raise ValueError("nothing to plot: no Spearman matrices")
+    size = len(next(iter(matrices.values())))
+    fig, axes = _panels(len(matrices), 1.6 + 0.7 * size, 1.6 + 0.7 * size, left=1.2, bottom=1.0)
+    for ax, (model, matrix) in zip(axes, matrices.items()):
+        ax.imshow(matrix.to_numpy(float), cmap="RdBu", vmin=-1, vmax=1)
+        for (i, j), v in np.ndenumerate(matrix.to_numpy(float)):
+            ax.text(j, i, "—" if np.isnan(v) else f"{v:.2f}", ha="center", va="center", fontsize=7,
+                    color="white" if abs(v) > 0.6 else "black")
+        ax.set_xticks(range(size), matrix.columns, rotation=45, ha="right", fontsize=7)
+        ax.set_yticks(range(size), matrix.index, fontsize=7)
+        ax.set_title(model, fontsize=9)
+    fig.suptitle("Spearman ρ between method rankings of the summaries", fontsize=9)
+    _save(fig, path)
+
+
+def seed_sufficiency_plot(sufficiency: pd.DataFrame, path: str | os.PathLike) -> None:
+    """PNG: winner agreement and mean Spearman ρ with the all-seed ranking against the number of seeds, one line per
+    model (from a `seed_sufficiency` table)."""
+    if sufficiency.empty:
+        raise ValueError("nothing to plot: the seed-sufficiency table is empty")
+    fig, (left, right) = _panels(2, 5.0, 3.8, ncols=2, left=1.0, bottom=0.7)
+    for i, (model, block) in enumerate(sufficiency.groupby("model", sort=False)):
+        style = dict(marker="o", color=f"C{i % 10}", linestyle=("-", "--", ":")[i // 10 % 3], label=model)
+        left.plot(block["n_seeds"], block["winner_agreement"], **style)
+        right.plot(block["n_seeds"], block["mean_spearman"], **style)
+    left.set(xlabel="seeds in the subset", ylabel="winner matches all-seed winner", ylim=(-0.02, 1.02))
+    right.set(xlabel="seeds in the subset", ylabel="mean Spearman ρ with all-seed ranking", ylim=(-1.02, 1.02))
+    for ax in (left, right):
+        ax.xaxis.get_major_locator().set_params(integer=True)
+    right.legend(fontsize=6, loc="lower right")
+    fig.suptitle(f"Seed sufficiency ({sufficiency['metric'].iloc[0]})", fontsize=9)
+    _save(fig, path)

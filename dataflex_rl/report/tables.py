@@ -1,4 +1,5 @@
-"""Result tables: every table is written twice, as CSV for machines and as a Markdown pipe table for people.
+"""Result tables: every table is written as CSV for machines and as a Markdown pipe table for people, and on request as
+a LaTeX table body (rows only, to \\input inside the paper's own tabular).
 
 The Markdown is rendered here rather than through pandas' `to_markdown` so that the platform does not depend on
 `tabulate`, and so that a small p-value is never printed as 0.00.
@@ -41,8 +42,31 @@ def markdown_table(df: pd.DataFrame, decimals: int = 2) -> str:
     return "\n".join([header, rule, *body]) + "\n"
 
 
-def write_table(df: pd.DataFrame, stem: Path, decimals: int = 2) -> None:
-    """Write `stem`.csv (full precision) and `stem`.md (rounded), each atomically; the index is not written."""
+_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+
+
+def latex_escape(text: str) -> str:
+    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
+
+
+def latex_table_body(df: pd.DataFrame, decimals: int = 2) -> str:
+    """The header row, a \\midrule and one row per record, cells formatted as in Markdown and escaped for LaTeX; the
+    column specification and the rules around it are the paper's to choose."""
+    def cell(value) -> str:
+        text = format_cell(value, decimals).replace("\\|", "|")
+        return "--" if text == MISSING else latex_escape(text)
+
+    header = " & ".join(latex_escape(str(c)) for c in df.columns) + r" \\"
+    body = [" & ".join(cell(v) for v in row) + r" \\" for row in df.itertuples(index=False, name=None)]
+    return "\n".join([header, r"\midrule", *body]) + "\n"
+
+
+def write_table(df: pd.DataFrame, stem: Path, decimals: int = 2, *, latex: bool = False) -> None:
+    """Write `stem`.csv (full precision) and `stem`.md (rounded), and `stem`.tex (a LaTeX table body) when `latex`,
+    each atomically; the index is not written."""
     stem = Path(stem)
     write_csv(stem.with_name(stem.name + ".csv"), df)
     write_text(stem.with_name(stem.name + ".md"), markdown_table(df, decimals))
+    if latex:
+        write_text(stem.with_name(stem.name + ".tex"), latex_table_body(df, decimals))

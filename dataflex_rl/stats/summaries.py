@@ -2,21 +2,44 @@
 
 DB (the mean of the domain means) is the headline because it weights math, logic and science equally however many
 benchmarks each has; Macro (mean over benchmarks) and Item (pooled items) are kept beside it to show how much the
-choice of summary moves a ranking. Scores stay in [0, 1] here; report tables convert to percentage points.
+choice of summary moves a ranking. Math-Heavy (the math benchmarks plus GPQA-Diamond, the authors' six-benchmark
+average) is the summary the paper's own tables used. Scores stay in [0, 1] here; report tables convert to points.
 """
 from __future__ import annotations
+
+from typing import Sequence
 
 import pandas as pd
 
 from dataflex_rl.records import validate_records
 
 RUN_KEYS = ["model", "method", "seed", "run_id"]
+SUMMARY_PREFIXES = ("DB-", "Macro-", "Item-", "Math-Heavy-")
+MATH_HEAVY_EXTRA = "GPQA-Diamond"
 
 
-def run_summaries(records: pd.DataFrame) -> pd.DataFrame:
-    """One row per run: "domain:<name>" means, then "DB-<n>", "Macro-<n>" and "Item-<n>" over its n benchmarks.
+def summary_columns(summaries: pd.DataFrame) -> list[str]:
+    """The summary columns of a `run_summaries` table, headline (DB) first."""
+    return [c for prefix in SUMMARY_PREFIXES for c in summaries.columns if c.startswith(prefix)]
+
+
+def math_heavy_benchmarks(records: pd.DataFrame) -> list[str]:
+    """The math-domain benchmarks plus GPQA-Diamond (or the registry stand-in for it); empty if either is absent."""
+    from dataflex_rl.tasks.registry import REGISTRY
+
+    names = list(pd.unique(records["benchmark"]))
+    math = [b for b in names if (records.loc[records["benchmark"] == b, "domain"] == "math").all()]
+    extra = [b for b in names
+             if b == MATH_HEAVY_EXTRA or (b in REGISTRY and REGISTRY[b].stands_for == MATH_HEAVY_EXTRA)]
+    return math + extra[:1] if math and extra else []
+
+
+def run_summaries(records: pd.DataFrame, extra_keys: Sequence[str] = ()) -> pd.DataFrame:
+    """One row per run: "domain:<name>" means, then "DB-<n>", "Macro-<n>" and "Item-<n>" over its n benchmarks, and
+    "Math-Heavy-<m>" (macro mean of the math benchmarks and GPQA-Diamond) when the records have those.
 
     Every run must carry the same benchmarks, otherwise a shared "DB-12" column would average different things.
+    `extra_keys` are run-level columns of the records (campaign, regime, …) carried into the summary.
     """
     validate_records(records)
     benchmarks = set(records["benchmark"])
@@ -33,8 +56,16 @@ def run_summaries(records: pd.DataFrame) -> pd.DataFrame:
     summary[f"DB-{k}"] = per_domain.mean(axis=1)
     summary[f"Macro-{k}"] = records.groupby("run_id")["score"].mean()
     summary[f"Item-{k}"] = totals["correct"] / totals["n"]
+    heavy = math_heavy_benchmarks(records)
+    if heavy:
+        heavy_scores = records[records["benchmark"].isin(heavy)].groupby("run_id")["score"]
+        summary[f"Math-Heavy-{len(heavy)}"] = heavy_scores.mean()
 
-    runs = records.drop_duplicates("run_id").set_index("run_id")[RUN_KEYS[:-1]]
-    out = runs.join(summary).reset_index()[RUN_KEYS + list(summary.columns)]
+    extra = list(extra_keys)
+    varying = [c for c in extra if (records.groupby("run_id")[c].nunique(dropna=False) > 1).any()]
+    if varying:
+        raise ValueError(f"extra keys {varying} vary within a run")
+    runs = records.drop_duplicates("run_id").set_index("run_id")[RUN_KEYS[:-1] + extra]
+    out = runs.join(summary).reset_index()[RUN_KEYS + extra + list(summary.columns)]
     out["seed"] = out["seed"].astype("Int64")
     return out.sort_values(["model", "method", "seed"], na_position="first", ignore_index=True)

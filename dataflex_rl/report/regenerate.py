@@ -1,0 +1,122 @@
+"""Every table and figure of a study from its records table alone — no training or scoring output is read.
+
+`regenerate(records, out_dir, controls)` writes each table in TABLES as CSV, Markdown and a LaTeX body under
+`out_dir`, and each figure in FIGURES under `out_dir/figures`. The headline metric (DB-k) drives the comparisons
+figure, the detectable-effect table and the cross-model table; the comparisons, sensitivity and seed-sufficiency
+tables cover every summary. A table that does not apply to these records (no untrained base: no headroom; no response
+lengths: no efficiency) is written with its columns and no rows, so the rule's outputs are always the same files.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from dataflex_rl.records import UNTRAINED
+from dataflex_rl.report.figures import domain_heatmap, forest_plot, seed_sufficiency_plot, spearman_heatmap
+from dataflex_rl.report.tables import write_table
+from dataflex_rl.stats.paired import compare_methods, headroom
+from dataflex_rl.stats.seeds import detectable_effects, seed_sufficiency
+from dataflex_rl.stats.sensitivity import (benchmark_means, domain_tradeoffs, evaluation_sensitivity, method_means,
+                                           summary_spearman_matrix)
+from dataflex_rl.stats.summaries import math_heavy_benchmarks, run_summaries, summary_columns
+
+TABLES = ("run_summaries", "method_means", "benchmark_means", "math_heavy_means", "domain_tradeoffs", "sensitivity",
+          "summary_spearman", "comparisons", "cross_model", "detectable_effects", "seed_sufficiency", "headroom",
+          "efficiency")
+TABLE_FORMATS = ("csv", "md", "tex")
+FIGURES = ("forest_DB.png", "domain_heatmap.png", "summary_spearman.png", "seed_sufficiency.png")
+RUN_LEVEL_EXTRAS = ("base_model", "campaign", "regime", "source_run_id")
+
+
+def table_paths(out_dir: str | Path) -> list[str]:
+    return [f"{out_dir}/{name}.{ext}" for name in TABLES for ext in TABLE_FORMATS]
+
+
+def figure_paths(out_dir: str | Path) -> list[str]:
+    return [f"{out_dir}/figures/{name}" for name in FIGURES]
+
+
+def cross_model_table(comparisons: pd.DataFrame) -> pd.DataFrame:
+    """Per model: its control's mean and, per method, "Δ [low, high]" in points (the scale / cross-model table)."""
+    if comparisons.empty:
+        return pd.DataFrame(columns=["model", "control", "control_mean"])
+    cells = comparisons.assign(cell=[f"{d:+.2f} [{lo:+.2f}, {hi:+.2f}]" for d, lo, hi in
+                                     zip(comparisons["delta_mean"], comparisons["ci_low"], comparisons["ci_high"])])
+    wide = cells.pivot_table(index=["model", "control", "control_mean"], columns="method", values="cell",
+                             aggfunc="first", sort=False)
+    methods = list(pd.unique(comparisons["method"]))
+    return wide[[m for m in methods if m in wide.columns]].reset_index().rename_axis(columns=None)
+
+
+def efficiency_table(records: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, method): mean response length (tokens) and correct answers per 1,000 generated tokens — the
+    trade the paper's GFPO finding is about. Rows only where the records report lengths."""
+    known = records[records["mean_length"].notna() & (records["method"] != UNTRAINED)]
+    columns = ["model", "method", "n_seeds", "mean_length", "correct_per_1k_tokens"]
+    if known.empty:
+        return pd.DataFrame(columns=columns)
+    tokens = known["n"] * known["mean_length"]
+    grouped = known.assign(tokens=tokens).groupby(["model", "method"], sort=False)
+    out = pd.DataFrame({
+        "n_seeds": grouped["seed"].nunique(),
+        "mean_length": grouped.apply(lambda g: np.average(g["mean_length"], weights=g["n"]), include_groups=False),
+        "correct_per_1k_tokens": grouped["correct"].sum() / grouped["tokens"].sum() * 1000,
+    })
+    return out.reset_index()[columns]
+
+
+def regenerate(records: pd.DataFrame, out_dir: str | Path, controls: Mapping[str, str], *, confidence: float = 0.95,
+               bootstrap_resamples: int = 9999, max_subsets: int = 200,
+               seed_counts: Sequence[int] = (3, 6, 12)) -> dict[str, pd.DataFrame]:
+    """Write every table and figure of the study under `out_dir`; return the tables by name."""
+    out_dir = Path(out_dir)
+    extras = [c for c in RUN_LEVEL_EXTRAS if c in records.columns]
+    summaries = run_summaries(records, extra_keys=extras)
+    metrics = summary_columns(summaries)
+    headline = metrics[0]
+    trained = summaries[summaries["method"] != UNTRAINED]
+
+    comparisons = pd.concat([compare_methods(summaries, m, controls=controls, confidence=confidence,
+                                             bootstrap_resamples=bootstrap_resamples) for m in metrics],
+                            ignore_index=True)
+    headline_comparisons = comparisons[comparisons["metric"] == headline].reset_index(drop=True)
+    has_untrained = (summaries["method"] == UNTRAINED).any() and (summaries["method"] == "baseline").any()
+    headroom_table = (headroom(summaries, headline, confidence=confidence) if has_untrained else
+                      pd.DataFrame(columns=["model", "method", "metric", "n_seeds", "untrained", "trained_mean",
+                                            "delta_mean", "ci_low", "ci_high", "sd", "p"]))
+    models = list(pd.unique(trained["model"]))
+    spearman = {model: summary_spearman_matrix(summaries, model, metrics) for model in models}
+    tables = {
+        "run_summaries": summaries,
+        "method_means": method_means(trained, metrics),
+        "benchmark_means": benchmark_means(records[records["method"] != UNTRAINED]),
+        "math_heavy_means": benchmark_means(records[records["method"] != UNTRAINED], math_heavy_benchmarks(records))
+        if any(m.startswith("Math-Heavy-") for m in metrics) else pd.DataFrame(columns=["model", "method"]),
+        "domain_tradeoffs": domain_tradeoffs(trained),
+        "sensitivity": evaluation_sensitivity(trained, metrics),
+        "summary_spearman": pd.concat([m.reset_index().assign(model=name) for name, m in spearman.items()],
+                                      ignore_index=True)[["model", "metric", *metrics]],
+        "comparisons": comparisons,
+        "cross_model": cross_model_table(headline_comparisons),
+        "detectable_effects": detectable_effects(headline_comparisons, seed_counts),
+        "seed_sufficiency": pd.concat([seed_sufficiency(trained, m, max_subsets=max_subsets) for m in metrics],
+                                      ignore_index=True),
+        "headroom": headroom_table,
+        "efficiency": efficiency_table(records),
+    }
+    assert tuple(tables) == TABLES
+    for name, table in tables.items():
+        write_table(table, out_dir / name, latex=True)
+
+    figures = out_dir / "figures"
+    if headline_comparisons.empty:
+        raise ValueError("no method has a control in these records; set methods.<m>.control in the config")
+    forest_plot(headline_comparisons, figures / "forest_DB.png", headline)
+    domain_heatmap(tables["domain_tradeoffs"], figures / "domain_heatmap.png")
+    spearman_heatmap(spearman, figures / "summary_spearman.png")
+    sufficiency = tables["seed_sufficiency"]
+    seed_sufficiency_plot(sufficiency[sufficiency["metric"] == headline], figures / "seed_sufficiency.png")
+    return tables

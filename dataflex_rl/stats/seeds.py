@@ -1,0 +1,132 @@
+"""Seed sufficiency: would fewer seeds have given the same answer, and how small an effect can this many seeds see?
+
+The paper argues in prose that 3 seeds are too few; here it is measured. For n = 2 … S, every n-seed subset (or a
+random sample of `max_subsets` of them) is taken for all methods at once — seeds are matched, so a subset is a set of
+seeds, not a set of runs — and the subset's method ranking is compared with the all-seed ranking: does the winner
+match, and what is Spearman ρ. The minimum detectable effect is the smallest true mean paired difference that a
+two-sided paired t test at level alpha finds with the given power, at the observed paired SD.
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+import warnings
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import optimize, stats
+
+from dataflex_rl.records import UNTRAINED
+from dataflex_rl.stats.paired import UnmatchedSeedsError
+
+
+def seed_matrix(summaries: pd.DataFrame, model: str, metric: str) -> pd.DataFrame:
+    """Methods × seeds for one model; a seed some method lacks is an error naming the (method, seed) cells."""
+    runs = summaries[(summaries["model"] == model) & (summaries["method"] != UNTRAINED)]
+    if runs.duplicated(["method", "seed"]).any():
+        raise ValueError(f"{model}: a (method, seed) run repeats")
+    matrix = runs.set_index(["method", "seed"])[metric].unstack("seed")
+    matrix = matrix.loc[list(pd.unique(runs["method"])), sorted(matrix.columns)]
+    missing = tuple((method, int(seed)) for method in matrix.index for seed in matrix.columns
+                    if pd.isna(matrix.loc[method, seed]))
+    if missing:
+        raise UnmatchedSeedsError(missing)
+    return matrix.astype(float)
+
+
+def _subsets(seeds: Sequence[int], n: int, cap: int, rng: np.random.Generator) -> list[tuple[int, ...]]:
+    """All n-subsets of `seeds` if there are at most `cap`, else `cap` distinct ones drawn at random."""
+    if math.comb(len(seeds), n) <= cap:
+        return list(itertools.combinations(seeds, n))
+    chosen: set[tuple[int, ...]] = set()
+    while len(chosen) < cap:
+        chosen.add(tuple(sorted(rng.choice(seeds, size=n, replace=False).tolist())))
+    return sorted(chosen)
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    """Average ranks along the last axis (ties shared), as Spearman's ρ uses."""
+    return stats.rankdata(x, axis=-1)
+
+
+def seed_sufficiency(summaries: pd.DataFrame, metric: str, *, max_subsets: int = 200,
+                     rng: int = 0) -> pd.DataFrame:
+    """Per (model, n seeds): subsets tried, how often the subset's winner is the all-seed winner, and mean Spearman ρ
+    between the subset's and the all-seed method means (NaN-free subsets only). Models with < 2 methods are skipped."""
+    generator = np.random.default_rng(rng)
+    rows = []
+    for model in pd.unique(summaries["model"]):
+        matrix = seed_matrix(summaries, model, metric)
+        if len(matrix) < 2:
+            continue
+        values, seeds = matrix.to_numpy(), list(matrix.columns)
+        full = values.mean(axis=1)
+        full_ranks = _ranks(full)
+        winner = int(np.argmax(full))
+        for n in range(2, len(seeds) + 1):
+            subsets = _subsets(list(range(len(seeds))), n, max_subsets, generator)
+            means = np.stack([values[:, list(s)].mean(axis=1) for s in subsets])  # [subsets, methods]
+            ranks = _ranks(means)
+            # Pearson on ranks = Spearman; constant rows (all methods tied) have no ranking.
+            centred = ranks - ranks.mean(axis=1, keepdims=True)
+            target = full_ranks - full_ranks.mean()
+            denom = np.sqrt((centred ** 2).sum(axis=1) * (target ** 2).sum())
+            with np.errstate(invalid="ignore", divide="ignore"):
+                rho = np.where(denom > 0, centred @ target / denom, np.nan)
+            rows.append({
+                "model": model, "metric": metric, "n_seeds": n, "of_seeds": len(seeds), "n_methods": len(matrix),
+                "subsets": len(subsets), "winner": matrix.index[winner],
+                "winner_agreement": float(np.mean(means.argmax(axis=1) == winner)),
+                "mean_spearman": float(np.nanmean(rho)) if np.isfinite(rho).any() else math.nan,
+            })
+    return pd.DataFrame(rows)
+
+
+def paired_t_power(effect: float, sd: float, n: int, alpha: float = 0.05) -> float:
+    """Power of the two-sided one-sample (paired) t test at level alpha for a true mean `effect` and SD `sd`."""
+    if n < 2 or not sd > 0:
+        return math.nan
+    df = n - 1
+    critical = stats.t.ppf(1 - alpha / 2, df)
+    nc = effect / sd * math.sqrt(n)
+    # scipy's nct returns NaN for a far tail that has underflowed; that tail is ~0, not unknown.
+    upper, lower = (float(np.nan_to_num(x, nan=0.0)) for x in (stats.nct.sf(critical, df, abs(nc)),
+                                                             stats.nct.cdf(-critical, df, abs(nc))))
+    return upper + lower
+
+
+@functools.lru_cache(maxsize=None)
+def _standardised_mde(n: int, power: float, alpha: float) -> float:
+    """MDE in SD units: power depends on effect / sd only, so one root per (n, power, alpha) serves every table row."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        upper = 1.0
+        while paired_t_power(upper, 1.0, n, alpha) < power:
+            upper *= 2
+        return float(optimize.brentq(lambda e: paired_t_power(e, 1.0, n, alpha) - power, 0.0, upper, xtol=1e-13))
+
+
+def minimum_detectable_effect(sd: float, n: int, power: float = 0.8, alpha: float = 0.05) -> float:
+    """Smallest true mean paired difference detected with `power` by a two-sided paired t test with n pairs."""
+    if n < 2 or not sd > 0 or not math.isfinite(sd):
+        return math.nan
+    return sd * _standardised_mde(int(n), float(power), float(alpha))
+
+
+def detectable_effects(comparisons: pd.DataFrame, seed_counts: Sequence[int] = (3, 6, 12), power: float = 0.8,
+                       alpha: float = 0.05) -> pd.DataFrame:
+    """Per comparison row: observed paired SD and |Δ|, the MDE at its own seed count and at each of `seed_counts`
+    (same units as the comparison, points), and whether the observed |Δ| reaches the MDE at its seed count."""
+    rows = []
+    for row in comparisons.itertuples(index=False):
+        entry = {"model": row.model, "method": row.method, "control": row.control, "metric": row.metric,
+                 "n_seeds": row.n_seeds, "sd": row.sd, "abs_delta": abs(row.delta_mean),
+                 "mde": minimum_detectable_effect(row.sd, row.n_seeds, power, alpha)}
+        entry.update({f"mde_{n}_seeds": minimum_detectable_effect(row.sd, n, power, alpha) for n in seed_counts})
+        entry["detectable"] = bool(entry["abs_delta"] >= entry["mde"]) if math.isfinite(entry["mde"]) else False
+        rows.append(entry)
+    columns = ["model", "method", "control", "metric", "n_seeds", "sd", "abs_delta", "mde",
+               *[f"mde_{n}_seeds" for n in seed_counts], "detectable"]
+    return pd.DataFrame(rows, columns=columns)
