@@ -16,7 +16,6 @@ include: "rules/calibrate.smk"
 include: "rules/train.smk"
 include: "rules/evaluate.smk"
 include: "rules/stats.smk"
-include: "rules/report.smk"
 include: "rules/tables.smk"
 
 

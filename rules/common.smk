@@ -67,12 +67,12 @@ def get_final_outputs():
     `records_file` is a study regenerated from records alone: its products are the tables (rules/tables.smk)."""
     if "records_file" in config:
         return tables_outputs()
-    return run_outputs() + score_files() + [
-        "results/records/records.parquet",
-        "results/tables/headroom.md",
-        "results/tables/comparisons.md",
-        "results/figures/forest_DB.png",
-    ]
+    return (
+        run_outputs()
+        + score_files()
+        + ["results/records/records.parquet"]
+        + tables_outputs()
+    )
 
 
 BENCHMARK_FILES = config["benchmarks"].get("files", {})

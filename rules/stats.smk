@@ -31,22 +31,3 @@ rule records:
         "../envs/stats.yaml"
     script:
         "../workflow_scripts/records.py"
-
-
-rule paired_stats:
-    input:
-        "results/records/records.parquet",
-    output:
-        summaries="results/tables/run_summaries.csv",
-        headroom="results/tables/headroom.md",
-        comparisons="results/tables/comparisons.md",
-        comparisons_csv="results/tables/comparisons.csv",
-    params:
-        controls={m: e["control"] for m, e in config["methods"].items() if e.get("control")},
-        confidence=config.get("stats", {}).get("confidence", 0.95),
-    log:
-        "logs/stats/paired_stats.log",
-    conda:
-        "../envs/stats.yaml"
-    script:
-        "../workflow_scripts/paired_stats.py"
