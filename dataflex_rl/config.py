@@ -7,8 +7,6 @@ fails at dry-run time before any job starts.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
 from dataflex_rl.policies import list_policies
 from dataflex_rl.records import UNTRAINED, run_id
 from dataflex_rl.recipe import GRPOSettings
@@ -100,20 +98,3 @@ def semantic_errors(config: dict) -> list[str]:
         if entry["backend"] == "verl" and "path" not in entry:
             errors.append(f"models.{model}.path: the verl backend needs the base model's path or hub name")
     return errors
-
-
-def method_family(config: dict, method: str) -> str:
-    return _FAMILIES[config["methods"][method]["policy"]]
-
-
-def model_backend(config: dict, model: str) -> str:
-    return config["models"][model]["backend"]
-
-
-def get(config: dict, dotted: str, default: Any = None) -> Any:
-    node: Any = config
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return default
-        node = node[part]
-    return node

@@ -25,14 +25,12 @@ from dataflex_rl.backends.embedded.sequences import encode_prompts, response_log
 from dataflex_rl.policies import GroupBatch, build_mixture, build_response_policy
 from dataflex_rl.prompt_stream import PromptStream
 from dataflex_rl.tasks.prompting import render_prompt
-from dataflex_rl.verify.verifiers import get_verifier
+from dataflex_rl.verify.verifiers import reward
 
 
 def _rewards(responses: list[str], items: list[dict], rollouts: int) -> torch.Tensor:
-    values = []
-    for index, response in enumerate(responses):
-        item = items[index // rollouts]
-        values.append(1.0 if get_verifier(item["answer_format"])(response, item).correct else 0.0)
+    """[G, K] binary rewards: response r belongs to prompt r // K."""
+    values = [reward(response, items[index // rollouts]) for index, response in enumerate(responses)]
     return torch.tensor(values, dtype=torch.float32).view(-1, rollouts)
 
 
