@@ -5,7 +5,10 @@ be recomputed from a small table, and `validate_records` refuses a table that wo
 """
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+import hashlib
+import json
+from importlib import metadata
+from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
@@ -22,8 +25,61 @@ ITEM_COLUMNS = ("prompt_id", "response", "length", "correct", "parsed")
 #   mean_length     mean response length in tokens; parse_rate = share of responses whose answer could be extracted;
 #                   both NaN where the source did not report them (tables imported from elsewhere, records_import)
 #   steps           optimiser steps the evaluated checkpoint had taken (nullable Int64)
+#   config_hash     provenance: sha256 (64 hex digits) of the canonical JSON of the config sections that determine the
+#                   run (`run_config`); the same for every benchmark of a run. Missing (NA) for imported records.
+#   package_versions  provenance: compact JSON object {distribution: version or null} of PROVENANCE_PACKAGES in the
+#                   environment that built the records (`package_versions`). Missing (NA) for imported records.
 RECORD_COLUMNS = ("model", "method", "seed", "run_id", "benchmark", "domain", "n", "correct", "score",
-                  "mean_length", "parse_rate", "steps")
+                  "mean_length", "parse_rate", "steps", "config_hash", "package_versions")
+PROVENANCE_COLUMNS = ("config_hash", "package_versions")
+PROVENANCE_PACKAGES = ("torch", "transformers", "dataflex-rl", "reasoning-gym", "math-verify", "datasketch")
+# The config sections that determine a run, in the order they are hashed. A trained run depends on all of them (its
+# model's entry and its method's entry only, not the whole matrix); the untrained base on the model, the benchmarks,
+# evaluation and the prompt template only, so adding a method or changing training does not change its hash.
+TRAINED_RUN_SECTIONS = ("model", "corpus", "decontamination", "calibration", "benchmarks", "training", "evaluation",
+                        "method", "prompt_template")
+UNTRAINED_RUN_SECTIONS = ("model", "benchmarks", "evaluation", "prompt_template")
+
+
+def run_config(config: Mapping[str, Any], model: str, method: str) -> dict:
+    """The parts of a study config that determine run (model, method): `models[model]` as "model",
+    `methods[method]` as "method" (trained runs only), and the top-level sections named in TRAINED_RUN_SECTIONS /
+    UNTRAINED_RUN_SECTIONS (a missing section is null). The seed is not included: it is in the run id."""
+    sections = UNTRAINED_RUN_SECTIONS if method == UNTRAINED else TRAINED_RUN_SECTIONS
+    picked = {"model": config["models"][model]}
+    if method != UNTRAINED:
+        picked["method"] = config["methods"][method]
+    for key in sections:
+        if key not in picked:
+            picked[key] = config.get(key)
+    return picked
+
+
+def config_hash(config: Mapping[str, Any], model: str, method: str) -> str:
+    """sha256 hex digest of the canonical JSON (sorted keys, no spaces, UTF-8) of `run_config(config, model, method)`;
+    stable across key order, processes and machines."""
+    canonical = json.dumps(run_config(config, model, method), sort_keys=True, separators=(",", ":"),
+                           ensure_ascii=False, default=str)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def package_versions(packages: Iterable[str] = PROVENANCE_PACKAGES) -> str:
+    """Compact JSON {distribution: version} from importlib.metadata, null for a package that is not installed."""
+    versions = {}
+    for name in packages:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return json.dumps(versions, separators=(",", ":"))
+
+
+def with_provenance_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with any missing PROVENANCE_COLUMNS added as missing values (tables written before they existed)."""
+    missing = [c for c in PROVENANCE_COLUMNS if c not in frame.columns]
+    if not missing:
+        return frame
+    return frame.assign(**{c: pd.Series(pd.NA, index=frame.index, dtype=object) for c in missing})
 
 
 def run_id(model: str, method: str, seed: int | None) -> str:
@@ -34,8 +90,8 @@ def run_id(model: str, method: str, seed: int | None) -> str:
 
 
 def summarise_items(items: pd.DataFrame, *, model: str, method: str, seed: int | None, benchmark: str, domain: str,
-                    steps: int | None) -> dict:
-    """Reduce one (run, benchmark) item file to its record row."""
+                    steps: int | None, config_hash: str | None = None, package_versions: str | None = None) -> dict:
+    """Reduce one (run, benchmark) item file to its record row; the provenance columns are passed through."""
     missing = [c for c in ITEM_COLUMNS if c not in items.columns]
     if missing:
         raise ValueError(f"{benchmark}: item file lacks columns {missing}")
@@ -61,6 +117,8 @@ def summarise_items(items: pd.DataFrame, *, model: str, method: str, seed: int |
         "mean_length": float(items["length"].mean()),
         "parse_rate": float(items["parsed"].astype(bool).mean()),
         "steps": None if steps is None else int(steps),
+        "config_hash": config_hash,
+        "package_versions": package_versions,
     }
 
 
@@ -75,6 +133,17 @@ def records_frame(rows: Iterable[Mapping]) -> pd.DataFrame:
 def _problem(mask: pd.Series, what: str) -> list[str]:
     rows = mask[mask].index.tolist()
     return [f"{what} (rows {rows[:5]}{' …' if len(rows) > 5 else ''})"] if rows else []
+
+
+def _is_version_map(text) -> bool:
+    if pd.isna(text):
+        return True
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        return False
+    return isinstance(value, dict) and all(isinstance(k, str) and (v is None or isinstance(v, str))
+                                           for k, v in value.items())
 
 
 def validate_records(df: pd.DataFrame) -> None:
@@ -106,14 +175,23 @@ def validate_records(df: pd.DataFrame) -> None:
     problems += _problem(df["run_id"] != pd.Series(expected, index=df.index, dtype=object),
                          "run_id must be {model}/{method}/seed{seed} or {model}/untrained")
     problems += _problem(df.duplicated(["run_id", "benchmark"], keep=False), "a (run_id, benchmark) pair repeats")
+    hashes = df["config_hash"]
+    problems += _problem(hashes.notna() & ~hashes.astype(str).str.fullmatch(r"[0-9a-f]{64}"),
+                         "config_hash must be 64 lowercase hex digits (sha256) or missing")
+    problems += _problem(df["package_versions"].notna() & ~df["package_versions"].map(_is_version_map),
+                         "package_versions must be a JSON object {package: version or null} or missing")
+    for column in PROVENANCE_COLUMNS:
+        varying = df.groupby("run_id")[column].nunique(dropna=False)
+        problems += [f"{column} differs between the benchmarks of run {r!r}" for r in varying[varying > 1].index[:5]]
     domains = df.groupby("benchmark")["domain"].nunique()
     problems += [f"benchmark {b!r} is filed under several domains" for b in domains[domains > 1].index]
     if problems:
         raise ValueError("invalid records: " + "; ".join(problems))
 
 
-def collect_records(sources: Iterable[Mapping], steps: int | None) -> pd.DataFrame:
-    """The records table from score files; each source names its path, model, method, seed (None: base) and benchmark."""
+def collect_records(sources: Iterable[Mapping], steps: int | None, *, versions: str | None = None) -> pd.DataFrame:
+    """The records table from score files; each source names its path, model, method, seed (None: base) and benchmark,
+    and optionally its run's `config_hash`. `versions` (a `package_versions` string) is stamped on every row."""
     from dataflex_rl.tasks.registry import get_benchmark
 
     rows = []
@@ -122,6 +200,6 @@ def collect_records(sources: Iterable[Mapping], steps: int | None) -> pd.DataFra
         rows.append(summarise_items(
             pd.read_parquet(source["path"]), model=source["model"], method=source["method"], seed=source["seed"],
             benchmark=source["benchmark"], domain=get_benchmark(source["benchmark"]).domain,
-            steps=steps if trained else 0,
+            steps=steps if trained else 0, config_hash=source.get("config_hash"), package_versions=versions,
         ))
     return records_frame(rows)

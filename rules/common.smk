@@ -64,7 +64,8 @@ def run_outputs():
 def get_final_outputs():
     """Every run's artefacts are listed, not only the tables: Snakemake does not rebuild a deleted intermediate while
     the files downstream of it exist, so a lost checkpoint or score would otherwise go unnoticed. A config naming a
-    `records_file` is a study regenerated from records alone: its products are the tables (rules/tables.smk)."""
+    `records_file` is a study regenerated from records alone: its products are the tables (rules/tables.smk), without
+    the training-curves figure, which needs the runs' metrics."""
     if "records_file" in config:
         return tables_outputs()
     return (
@@ -72,6 +73,7 @@ def get_final_outputs():
         + score_files()
         + ["results/records/records.parquet"]
         + tables_outputs()
+        + training_curves_outputs()
     )
 
 

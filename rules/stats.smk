@@ -1,5 +1,9 @@
+from dataflex_rl.records import PROVENANCE_PACKAGES, config_hash
+
+
 def record_sources():
-    """(score file, model, method, seed, benchmark) for every score the records table is built from."""
+    """(score file, model, method, seed, benchmark, config hash) for every score the records table is built from; the
+    hash covers the config sections that determine the run (dataflex_rl.records.run_config)."""
     sources = []
     for path in score_files():
         model, rest = path[len("results/scores/"):].split("/", 1)
@@ -12,6 +16,7 @@ def record_sources():
                 "method": method,
                 "seed": int(seed) if seed else None,
                 "benchmark": bench[: -len(".parquet")],
+                "config_hash": config_hash(config, model, method),
             }
         )
     return sources
@@ -25,6 +30,8 @@ rule records:
     params:
         sources=record_sources(),
         steps=config["training"]["steps"],
+        # Versions are read in the job itself (importlib.metadata), i.e. of the environment that built the records.
+        packages=list(PROVENANCE_PACKAGES),
     log:
         "logs/records/records.log",
     conda:

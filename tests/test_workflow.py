@@ -1,6 +1,8 @@
 """The Snakemake DAG itself: the paper matrix dry run, config refusal, and one small real end-to-end run."""
+import json
 import re
 import shutil
+from importlib import metadata
 import subprocess
 import sys
 from pathlib import Path
@@ -74,6 +76,10 @@ def test_smoke_study_runs_end_to_end_and_reruns_only_what_changed(tmp_path):
     comparisons = pd.read_csv(tables / "comparisons.csv")
     assert sorted(comparisons.loc[comparisons["metric"] == "DB-12", "method"]) == ["difffilter", "softmax", "static"]
     assert (tables / "figures/forest_DB.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tables / "figures/training_curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert records["config_hash"].str.fullmatch(r"[0-9a-f]{64}").all()
+    assert records.groupby("method")["config_hash"].nunique().eq(1).all() and records["config_hash"].nunique() == 5
+    assert json.loads(records.loc[0, "package_versions"])["dataflex-rl"] == metadata.version("dataflex-rl")
     metrics = pd.read_parquet(tmp_path / "results/runs/tiny-qwen2/static/seed1/metrics.parquet")
     assert len(metrics) == 3 and {"p:math", "kept_fraction"} <= set(metrics.columns)
 
@@ -83,4 +89,5 @@ def test_smoke_study_runs_end_to_end_and_reruns_only_what_changed(tmp_path):
     shutil.rmtree(tmp_path / "results/runs/tiny-qwen2/softmax/seed2")
     plan = snakemake("-n", "--configfile", config, "--directory", str(tmp_path))
     counts = job_counts(plan.stdout + plan.stderr)
-    assert counts == {"train": 1, "score": 1, "records": 1, "tables": 1, "all": 1, "total": 5}
+    assert counts == {"train": 1, "score": 1, "records": 1, "tables": 1, "training_curves": 1, "all": 1,
+                      "total": 6}

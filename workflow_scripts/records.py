@@ -1,7 +1,11 @@
 from contextlib import redirect_stderr
 
 from dataflex_rl.atomic import write_parquet
-from dataflex_rl.records import collect_records
+from dataflex_rl.records import PROVENANCE_PACKAGES, collect_records, package_versions
 
 with open(snakemake.log[0], "w") as log, redirect_stderr(log):
-    write_parquet(snakemake.output[0], collect_records(snakemake.params.sources, steps=snakemake.params.steps))
+    # A workflow parsed before the `packages` param existed still runs this script; it gets the default list.
+    packages = getattr(snakemake.params, "packages", PROVENANCE_PACKAGES)
+    records = collect_records(snakemake.params.sources, steps=snakemake.params.steps,
+                              versions=package_versions(packages))
+    write_parquet(snakemake.output[0], records)

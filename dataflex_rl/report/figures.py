@@ -125,3 +125,63 @@ def seed_sufficiency_plot(sufficiency: pd.DataFrame, path: str | os.PathLike) ->
     right.legend(fontsize=6, loc="lower right")
     fig.suptitle(f"Seed sufficiency ({sufficiency['metric'].iloc[0]})", fontsize=9)
     _save(fig, path)
+
+
+CURVE_METRICS = ("mean_reward", "kept_fraction")
+
+
+def training_curves(runs: pd.DataFrame, window: int = 10) -> pd.DataFrame:
+    """Per (model, method, step): the trailing rolling mean (`window` steps, fewer at the start) of each run's
+    CURVE_METRICS, then across the method's seeds their mean and min–max band.
+
+    `runs` holds the runs' per-step metrics stacked, with columns model, method, seed, step and CURVE_METRICS. Returns
+    model, method, step, n_seeds and, per metric, "<metric>", "<metric>_low", "<metric>_high".
+    """
+    if window < 1:
+        raise ValueError("window must be at least 1 step")
+    missing = [c for c in ("model", "method", "seed", "step", *CURVE_METRICS) if c not in runs.columns]
+    if missing:
+        raise ValueError(f"run metrics lack columns {missing}")
+    if runs.empty:
+        raise ValueError("no run metrics to plot")
+    if runs.duplicated(["model", "method", "seed", "step"]).any():
+        raise ValueError("a (model, method, seed, step) repeats in the run metrics")
+    ordered = runs.sort_values(["model", "method", "seed", "step"], kind="stable")
+    smooth = ordered.groupby(["model", "method", "seed"], sort=False)[list(CURVE_METRICS)].transform(
+        lambda s: s.rolling(window, min_periods=1).mean())
+    smoothed = ordered[["model", "method", "seed", "step"]].join(smooth)
+    grouped = smoothed.groupby(["model", "method", "step"], sort=False)
+    out = grouped["seed"].nunique().rename("n_seeds").to_frame()
+    for metric in CURVE_METRICS:
+        out[metric] = grouped[metric].mean()
+        out[f"{metric}_low"] = grouped[metric].min()
+        out[f"{metric}_high"] = grouped[metric].max()
+    # Methods in the order they first appear in `runs` (the config's order), steps ascending.
+    order = {key: i for i, key in enumerate(pd.unique(pd.Series(list(zip(runs["model"], runs["method"])))))}
+    out = out.reset_index()
+    out["_order"] = [order[(m, t)] for m, t in zip(out["model"], out["method"])]
+    return out.sort_values(["_order", "step"], kind="stable").drop(columns="_order").reset_index(drop=True)
+
+
+def training_curves_plot(curves: pd.DataFrame, path: str | os.PathLike, window: int) -> None:
+    """PNG: per model (one row each), the rolling mean reward per method with its min–max band over seeds (left) and
+    the kept fraction of the sampled prompts (right), from a `training_curves` table."""
+    if curves.empty:
+        raise ValueError("nothing to plot: the training-curve table is empty")
+    models = list(pd.unique(curves["model"]))
+    fig, axes = _panels(2 * len(models), 5.0, 3.6, ncols=2, left=0.9, bottom=0.7)
+    for row, model in enumerate(models):
+        reward_ax, kept_ax = axes[2 * row], axes[2 * row + 1]
+        block = curves[curves["model"] == model]
+        for i, (method, line) in enumerate(block.groupby("method", sort=False)):
+            style = dict(color=f"C{i % 10}", linestyle=("-", "--", ":")[i // 10 % 3])
+            seeds = int(line["n_seeds"].max())
+            reward_ax.plot(line["step"], line["mean_reward"], label=f"{method} ({seeds} seeds)", **style)
+            reward_ax.fill_between(line["step"], line["mean_reward_low"], line["mean_reward_high"], alpha=0.2,
+                                   color=style["color"], linewidth=0)
+            kept_ax.plot(line["step"], line["kept_fraction"], label=method, **style)
+        reward_ax.set(xlabel="step", ylabel=f"mean reward (rolling {window})", title=model)
+        kept_ax.set(xlabel="step", ylabel=f"kept fraction (rolling {window})", ylim=(-0.02, 1.02), title=model)
+        reward_ax.legend(fontsize=6, loc="best")
+    fig.suptitle("Training curves: mean over seeds, band = min–max over seeds", fontsize=9)
+    _save(fig, path)

@@ -38,7 +38,7 @@ def simulate_records(models: Sequence[str], methods: Sequence[str], seeds: Seque
                     "benchmark": bench, "domain": get_benchmark(bench).domain, "n": n, "correct": correct,
                     "score": correct / n,
                     "mean_length": float(generator.uniform(200, 900)), "parse_rate": 1.0,
-                    "steps": 0 if seed is None else 300,
+                    "steps": 0 if seed is None else 300, "config_hash": None, "package_versions": None,
                 })
     frame = pd.DataFrame(rows, columns=list(RECORD_COLUMNS))
     return frame.astype({"seed": "Int64", "steps": "Int64", "n": "int64", "correct": "int64"})
