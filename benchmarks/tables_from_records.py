@@ -13,7 +13,8 @@ from pathlib import Path
 
 from dataflex_rl.atomic import write_parquet
 from dataflex_rl.records_import import load_records
-from dataflex_rl.report.regenerate import FIGURES, TABLES, regenerate
+from dataflex_rl.report.outputs import FIGURES, TABLES
+from dataflex_rl.report.regenerate import regenerate
 from dataflex_rl.stats.simulate import simulate_records
 
 MODELS = [f"model-{i}" for i in range(3)]

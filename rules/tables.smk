@@ -3,7 +3,7 @@
 # the authors' released runs:  snakemake tables --configfile config/released.yaml
 # Then nothing upstream of the records is in the DAG: no training, no scoring.
 from dataflex_rl.config import controls as method_controls
-from dataflex_rl.report.regenerate import FIGURES, figure_paths, table_paths
+from dataflex_rl.report.outputs import FIGURES, figure_paths, table_paths
 
 TABLES_DIR = f"results/tables/{config['study']}"
 STATS = config.get("stats", {})

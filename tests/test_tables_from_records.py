@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from dataflex_rl.records import validate_records
-from dataflex_rl.report.regenerate import FIGURES, TABLES, figure_paths, regenerate, table_paths
+from dataflex_rl.report.outputs import FIGURES, TABLES, figure_paths, table_paths
+from dataflex_rl.report.regenerate import regenerate
 from dataflex_rl.report.tables import latex_table_body
 from dataflex_rl.stats.simulate import simulate_records
 from dataflex_rl.tasks.registry import EMBEDDED_BENCHMARKS

@@ -16,6 +16,7 @@ import pandas as pd
 
 from dataflex_rl.records import UNTRAINED
 from dataflex_rl.report.figures import domain_heatmap, forest_plot, seed_sufficiency_plot, spearman_heatmap
+from dataflex_rl.report.outputs import TABLES
 from dataflex_rl.report.tables import write_table
 from dataflex_rl.stats.paired import compare_methods, headroom
 from dataflex_rl.stats.seeds import detectable_effects, seed_sufficiency
@@ -23,20 +24,7 @@ from dataflex_rl.stats.sensitivity import (benchmark_means, domain_tradeoffs, ev
                                            summary_spearman_matrix)
 from dataflex_rl.stats.summaries import math_heavy_benchmarks, run_summaries, summary_columns
 
-TABLES = ("run_summaries", "method_means", "benchmark_means", "math_heavy_means", "domain_tradeoffs", "sensitivity",
-          "summary_spearman", "comparisons", "cross_model", "detectable_effects", "seed_sufficiency", "headroom",
-          "efficiency")
-TABLE_FORMATS = ("csv", "md", "tex")
-FIGURES = ("forest_DB.png", "domain_heatmap.png", "summary_spearman.png", "seed_sufficiency.png")
 RUN_LEVEL_EXTRAS = ("base_model", "campaign", "regime", "source_run_id")
-
-
-def table_paths(out_dir: str | Path) -> list[str]:
-    return [f"{out_dir}/{name}.{ext}" for name in TABLES for ext in TABLE_FORMATS]
-
-
-def figure_paths(out_dir: str | Path) -> list[str]:
-    return [f"{out_dir}/figures/{name}" for name in FIGURES]
 
 
 def cross_model_table(comparisons: pd.DataFrame) -> pd.DataFrame:
