@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
-
 from dataflex_rl.config import MethodSpec
 from dataflex_rl.recipe import GRPOSettings
 
@@ -39,10 +37,11 @@ def train_run(model_config: dict, *, base, corpus, method: MethodSpec, seed: int
     train(base, corpus, method, seed, settings, template, out_weights, out_metrics, Path(state_dir), threads=threads)
 
 
-def score_run(model_config: dict, *, base, weights, items, template: str, evaluation: dict,
-              threads: int = 1) -> pd.DataFrame:
+def score_run(model_config: dict, *, base, weights, items: list, outputs: list, template: str, evaluation: dict,
+              threads: int = 1) -> None:
+    """Score one model on each benchmark file in `items`, writing the matching file of `outputs`."""
     _require_embedded(model_config, "scoring")
     from dataflex_rl.evaluate.scoring import score_embedded
 
-    return score_embedded(base, weights, items, template, max_new_tokens=evaluation.get("max_new_tokens", 8),
-                          batch_size=evaluation.get("batch_size", 128), threads=threads)
+    score_embedded(base, weights, items, outputs, template, max_new_tokens=evaluation.get("max_new_tokens", 8),
+                   batch_size=evaluation.get("batch_size", 128), threads=threads)

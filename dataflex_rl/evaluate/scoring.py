@@ -4,6 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
+from dataflex_rl.atomic import write_parquet
 from dataflex_rl.backends.embedded.generation import decode, response_texts
 from dataflex_rl.backends.embedded.model import load_model
 from dataflex_rl.backends.embedded.sequences import encode_prompts
@@ -31,11 +32,14 @@ def score_items(model, tokenizer, items: pd.DataFrame, template: str, max_new_to
     return pd.DataFrame([rows[i] for i in range(len(records))])
 
 
-def score_embedded(base_dir, weights_path, items_path, template: str, max_new_tokens: int, batch_size: int = 128,
-                   threads: int = 1) -> pd.DataFrame:
-    """Load the base model (and a run's trained weights when given) and score one benchmark's items."""
+def score_embedded(base_dir, weights_path, items_paths: list, outputs: list, template: str, max_new_tokens: int,
+                   batch_size: int = 128, threads: int = 1) -> None:
+    """Load the base model (and a run's trained weights when given) once, then score each benchmark's items and write
+    its per-item records atomically, so a finished benchmark is kept if a later one fails."""
     torch.set_num_threads(threads)
     model, tokenizer = load_model(base_dir)
     if weights_path is not None:
         model.load_state_dict(torch.load(weights_path, weights_only=True))
-    return score_items(model, tokenizer, pd.read_parquet(items_path), template, max_new_tokens, batch_size)
+    for items_path, output in zip(items_paths, outputs, strict=True):
+        scores = score_items(model, tokenizer, pd.read_parquet(items_path), template, max_new_tokens, batch_size)
+        write_parquet(output, scores)
