@@ -3,21 +3,22 @@ from dataflex_rl.records import PROVENANCE_PACKAGES, config_hash
 
 def record_sources():
     """(score file, model, method, seed, benchmark, config hash) for every score the records table is built from; the
-    hash covers the config sections that determine the run (dataflex_rl.records.run_config)."""
+    hash covers the config sections that determine the run (dataflex_rl.records.run_config), once per run."""
+    runs = [(m, UNTRAINED, None) for m in MODELS] + [(r.model, r.method, r.seed) for r in RUNS]
     sources = []
-    for path in score_files():
-        model, rest = path[len("results/scores/"):].split("/", 1)
-        run, bench = rest.rsplit("/", 1)
-        method, _, seed = run.partition("/seed")
-        sources.append(
+    for model, method, seed in runs:
+        run_hash = config_hash(config, model, method)
+        run_dir = UNTRAINED if seed is None else f"{method}/seed{seed}"
+        sources.extend(
             {
-                "path": path,
+                "path": f"results/scores/{model}/{run_dir}/{bench}.parquet",
                 "model": model,
                 "method": method,
-                "seed": int(seed) if seed else None,
-                "benchmark": bench[: -len(".parquet")],
-                "config_hash": config_hash(config, model, method),
+                "seed": seed,
+                "benchmark": bench,
+                "config_hash": run_hash,
             }
+            for bench in BENCHMARKS
         )
     return sources
 
