@@ -22,16 +22,19 @@ ITEM_COLUMNS = ("prompt_id", "response", "length", "correct", "parsed")
 #   run_id          "{model}/{method}/seed{seed}", or "{model}/untrained"
 #   benchmark, domain
 #   n, correct      items scored and items solved; score = correct / n in [0, 1]
-#   mean_length     mean response length in tokens; parse_rate = share of responses whose answer could be extracted;
-#                   both NaN where the source did not report them (tables imported from elsewhere, records_import)
+#   mean_length     mean response length in tokens; mean_chars = mean response length in characters (the unit of the
+#                   efficiency table, comparable across tokenizers); parse_rate = share of responses whose answer could
+#                   be extracted; all NaN where the source did not report them (tables imported from elsewhere)
 #   steps           optimiser steps the evaluated checkpoint had taken (nullable Int64)
 #   config_hash     provenance: sha256 (64 hex digits) of the canonical JSON of the config sections that determine the
 #                   run (`run_config`); the same for every benchmark of a run. Missing (NA) for imported records.
 #   package_versions  provenance: compact JSON object {distribution: version or null} of PROVENANCE_PACKAGES in the
 #                   environment that built the records (`package_versions`). Missing (NA) for imported records.
 RECORD_COLUMNS = ("model", "method", "seed", "run_id", "benchmark", "domain", "n", "correct", "score",
-                  "mean_length", "parse_rate", "steps", "config_hash", "package_versions")
+                  "mean_length", "mean_chars", "parse_rate", "steps", "config_hash", "package_versions")
 PROVENANCE_COLUMNS = ("config_hash", "package_versions")
+# Columns that records tables written by earlier versions lack; such a table is read with them missing.
+LATER_COLUMNS = ("mean_chars", *PROVENANCE_COLUMNS)
 PROVENANCE_PACKAGES = ("torch", "transformers", "dataflex-rl", "reasoning-gym", "math-verify", "datasketch")
 # The config sections that determine a run, in the order they are hashed. A trained run depends on all of them (its
 # model's entry and its method's entry only, not the whole matrix); the untrained base on the model, the benchmarks,
@@ -74,12 +77,14 @@ def package_versions(packages: Iterable[str] = PROVENANCE_PACKAGES) -> str:
     return json.dumps(versions, separators=(",", ":"))
 
 
-def with_provenance_columns(frame: pd.DataFrame) -> pd.DataFrame:
-    """`frame` with any missing PROVENANCE_COLUMNS added as missing values (tables written before they existed)."""
-    missing = [c for c in PROVENANCE_COLUMNS if c not in frame.columns]
+def with_later_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with any missing LATER_COLUMNS added as missing values (tables written before they existed)."""
+    missing = [c for c in LATER_COLUMNS if c not in frame.columns]
     if not missing:
         return frame
-    return frame.assign(**{c: pd.Series(pd.NA, index=frame.index, dtype=object) for c in missing})
+    added = {c: pd.Series(float("nan") if c == "mean_chars" else pd.NA, index=frame.index,
+                          dtype="float64" if c == "mean_chars" else object) for c in missing}
+    return frame.assign(**added)[[*RECORD_COLUMNS, *[c for c in frame.columns if c not in RECORD_COLUMNS]]]
 
 
 def run_id(model: str, method: str, seed: int | None) -> str:
@@ -115,6 +120,7 @@ def summarise_items(items: pd.DataFrame, *, model: str, method: str, seed: int |
         "correct": solved,
         "score": solved / n,
         "mean_length": float(items["length"].mean()),
+        "mean_chars": float(items["response"].fillna("").str.len().mean()),
         "parse_rate": float(items["parsed"].astype(bool).mean()),
         "steps": None if steps is None else int(steps),
         "config_hash": config_hash,
@@ -163,8 +169,9 @@ def validate_records(df: pd.DataFrame) -> None:
     parse_rate = pd.to_numeric(df["parse_rate"], errors="coerce")
     # Missing lengths and parse rates are allowed (not every source reports them); present ones must be in range.
     problems += _problem(df["parse_rate"].notna() & ~parse_rate.between(0, 1), "parse_rate must lie in [0, 1]")
-    mean_length = pd.to_numeric(df["mean_length"], errors="coerce")
-    problems += _problem(df["mean_length"].notna() & ~(mean_length >= 0), "mean_length must be >= 0")
+    for column in ("mean_length", "mean_chars"):
+        length = pd.to_numeric(df[column], errors="coerce")
+        problems += _problem(df[column].notna() & ~(length >= 0), f"{column} must be >= 0")
     seed = pd.to_numeric(df["seed"], errors="coerce")
     problems += _problem(df["seed"].notna() & ~((seed >= 0) & (seed % 1 == 0)), "seed must be a non-negative integer")
     untrained = df["method"] == UNTRAINED

@@ -25,7 +25,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from dataflex_rl.records import RECORD_COLUMNS, run_id, validate_records, with_provenance_columns
+from dataflex_rl.records import RECORD_COLUMNS, run_id, validate_records, with_later_columns
 from dataflex_rl.tasks.registry import PAPER_BENCHMARKS
 
 # The released table's column name → the registry's paper benchmark name.
@@ -130,7 +130,7 @@ def import_released_runs(path: str | Path, sizes: dict[str, int] | None = None) 
             rows.append({
                 "model": cell, "method": run.method, "seed": seed, "run_id": run_id(cell, run.method, seed),
                 "benchmark": benchmark, "domain": domain, "n": n, "correct": int(k), "score": int(k) / n,
-                "mean_length": math.nan, "parse_rate": math.nan, "steps": int(run.steps),
+                "mean_length": math.nan, "mean_chars": math.nan, "parse_rate": math.nan, "steps": int(run.steps),
                 # The release states neither the configs nor the environment of its runs: no provenance.
                 "config_hash": None, "package_versions": None,
                 "base_model": run.model, "campaign": run.campaign, "regime": regime, "source_run_id": run.run_id,
@@ -138,7 +138,7 @@ def import_released_runs(path: str | Path, sizes: dict[str, int] | None = None) 
             })
     frame = pd.DataFrame(rows, columns=[*RECORD_COLUMNS, *EXTRA_COLUMNS])
     frame = frame.astype({"seed": "Int64", "steps": "Int64", "n": "int64", "correct": "int64",
-                          "mean_length": "float64", "parse_rate": "float64"})
+                          "mean_length": "float64", "mean_chars": "float64", "parse_rate": "float64"})
     validate_records(frame)
     return frame
 
@@ -156,8 +156,8 @@ def released_sizes(path: str | Path) -> pd.DataFrame:
 
 
 def load_records(path: str | Path) -> pd.DataFrame:
-    """A records table from a path: tidy parquet or CSV (RECORD_COLUMNS; a table without the provenance columns gets
-    them as missing values), or the authors' released wide CSV."""
+    """A records table from a path: tidy parquet or CSV (RECORD_COLUMNS; a table from before a column was added gets
+    it as missing values), or the authors' released wide CSV."""
     path = Path(path)
     if path.suffix == ".parquet":
         frame = pd.read_parquet(path)
@@ -168,6 +168,6 @@ def load_records(path: str | Path) -> pd.DataFrame:
         frame = pd.read_csv(path).astype({"seed": "Int64", "steps": "Int64"})
     else:
         raise ValueError(f"{path}: records must be .parquet or .csv")
-    frame = with_provenance_columns(frame)  # tables written before the provenance columns existed
+    frame = with_later_columns(frame)
     validate_records(frame)
     return frame

@@ -56,6 +56,7 @@ rule tables:
         bootstrap_resamples=STATS.get("bootstrap_resamples", 9999),
         max_subsets=STATS.get("seed_subsets", 200),
         seed_counts=STATS.get("mde_seed_counts", [3, 6, 12]),
+        pairing=STATS.get("pairing", "paired"),
     log:
         f"logs/tables/{config['study']}.log",
     benchmark:

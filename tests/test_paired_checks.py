@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from dataflex_rl.stats.paired import compare_methods, paired_bootstrap_ci, paired_difference_ci
+from dataflex_rl.stats.paired import (compare_methods, paired_bootstrap_ci, paired_difference_ci, unpaired_bootstrap_ci,
+                                      welch_difference_ci)
 
 
 def _arms(rng, n=6):
@@ -29,6 +30,28 @@ def test_paired_bootstrap_equals_scipy_on_the_differences(method):
 def test_paired_bootstrap_degenerate_cases():
     assert all(math.isnan(x) for x in paired_bootstrap_ci({1: 0.5}, {1: 0.4}))
     assert paired_bootstrap_ci({1: 0.5, 2: 0.6}, {1: 0.25, 2: 0.35}) == (0.25, 0.25)
+
+
+def test_unpaired_bootstrap_equals_scipy_resampling_each_arm():
+    treatment, control = _arms(np.random.default_rng(3), n=7)
+    del control[0], control[1]
+    low, high = unpaired_bootstrap_ci(treatment, control, 0.9, n_resamples=3999, rng=5)
+    t, c = np.array(list(treatment.values())), np.array(list(control.values()))
+    reference = stats.bootstrap((t, c), lambda a, b, axis=-1: a.mean(axis=axis) - b.mean(axis=axis), paired=False,
+                                n_resamples=3999, confidence_level=0.9, method="percentile",
+                                rng=np.random.default_rng(5)).confidence_interval
+    assert (low, high) == pytest.approx((reference.low, reference.high), abs=1e-9)
+    assert all(math.isnan(x) for x in unpaired_bootstrap_ci({1: 0.5, 2: 0.4}, {1: 0.4}))
+
+
+def test_welch_interval_equals_scipy_ttest_ind():
+    treatment, control = _arms(np.random.default_rng(4), n=9)
+    control = {s: v for s, v in control.items() if s < 6}
+    result = welch_difference_ci(treatment, control, 0.9)
+    reference = stats.ttest_ind(list(treatment.values()), list(control.values()), equal_var=False)
+    interval = reference.confidence_interval(0.9)
+    assert (result.ci_low, result.ci_high) == pytest.approx((interval.low, interval.high), abs=1e-9)
+    assert result.t_p_value == pytest.approx(reference.pvalue, abs=1e-9) and result.n == 6
 
 
 def test_compare_methods_reports_bootstrap_beside_t_interval():

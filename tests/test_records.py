@@ -4,17 +4,18 @@ import pytest
 from dataflex_rl.records import RECORD_COLUMNS, records_frame, summarise_items, validate_records
 
 
-def _items(correct, lengths, parsed):
-    return pd.DataFrame({"prompt_id": [f"p{i}" for i in range(len(correct))], "response": "answer",
+def _items(correct, lengths, parsed, responses="answer"):
+    return pd.DataFrame({"prompt_id": [f"p{i}" for i in range(len(correct))], "response": responses,
                          "length": lengths, "correct": correct, "parsed": parsed})
 
 
 def test_summarise_items_counts():
-    row = summarise_items(_items([1, 0, 1, 1], [10, 20, 30, 40], [True, True, False, True]), model="tiny",
+    row = summarise_items(_items([1, 0, 1, 1], [10, 20, 30, 40], [True, True, False, True], ["a", "bb", "ccc", ""]),
+                          model="tiny",
                           method="difffilter", seed=3, benchmark="gsm8k", domain="math", steps=300)
     assert row == {"model": "tiny", "method": "difffilter", "seed": 3, "run_id": "tiny/difffilter/seed3",
                    "benchmark": "gsm8k", "domain": "math", "n": 4, "correct": 3, "score": 0.75,
-                   "mean_length": 25.0, "parse_rate": 0.75, "steps": 300, "config_hash": None,
+                   "mean_length": 25.0, "mean_chars": 1.5, "parse_rate": 0.75, "steps": 300, "config_hash": None,
                    "package_versions": None}
     assert set(row) == set(RECORD_COLUMNS)
 

@@ -134,8 +134,38 @@ def test_compare_methods_names_the_missing_run():
     summaries = summaries[~((summaries["method"] == "baseline") & (summaries["seed"] == 2))]
     with pytest.raises(UnmatchedSeedsError, match="m/baseline, seed 2"):
         compare_methods(summaries, controls={"difffilter": "baseline"})
-    table = compare_methods(summaries, controls={"difffilter": "baseline"}, allow_unpaired=True)
+    table = compare_methods(summaries, controls={"difffilter": "baseline"}, pairing="shared_seeds")
     assert table["n_seeds"].tolist() == [2] and table["dropped_seeds"].tolist() == ["m/baseline:seed2"]
+    assert table["pairing"].tolist() == ["shared_seeds"]
+
+
+def test_unmatched_seeds_error_names_the_switch():
+    with pytest.raises(UnmatchedSeedsError, match="stats.pairing"):
+        paired_difference_ci({1: 0.5, 2: 0.4}, {1: 0.4})
+
+
+def test_unpaired_comparison_is_welch_by_hand():
+    """Welch's interval from its textbook formula (Welch–Satterthwaite df), over every seed of each arm."""
+    summaries = _method_summaries()
+    summaries = summaries[~((summaries["method"] == "baseline") & (summaries["seed"] == 2))]
+    row = compare_methods(summaries, controls={"difffilter": "baseline"}, pairing="unpaired").iloc[0]
+    t, c = np.array([0.43, 0.44, 0.45]), np.array([0.40, 0.42])
+    vt, vc = t.var(ddof=1) / 3, c.var(ddof=1) / 2
+    df = (vt + vc) ** 2 / (vt ** 2 / 2 + vc ** 2 / 1)
+    half = stats.t.ppf(0.975, df) * math.sqrt(vt + vc)
+    delta = t.mean() - c.mean()
+    assert row["pairing"] == "unpaired" and row["n_seeds"] == 2 and row["dropped_seeds"] == ""
+    assert row["method_mean"] == pytest.approx(44.0) and row["control_mean"] == pytest.approx(41.0)
+    assert row["delta_mean"] == pytest.approx(100 * delta, abs=1e-9)
+    assert row["ci_low"] == pytest.approx(100 * (delta - half), abs=1e-9)
+    assert row["ci_high"] == pytest.approx(100 * (delta + half), abs=1e-9)
+    assert row["p"] == pytest.approx(2 * stats.t.sf(delta / math.sqrt(vt + vc), df), abs=1e-9)
+    assert row["sd"] == pytest.approx(100 * math.sqrt(t.var(ddof=1) + c.var(ddof=1)), abs=1e-9)
+
+
+def test_unknown_pairing_is_refused():
+    with pytest.raises(ValueError, match="pairing must be one of"):
+        compare_methods(_method_summaries(), controls={"difffilter": "baseline"}, pairing="welch")
 
 
 def test_compare_methods_requires_the_control():

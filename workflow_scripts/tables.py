@@ -12,4 +12,5 @@ with open(snakemake.log[0], "w") as log, redirect_stderr(log):
         bootstrap_resamples=snakemake.params.bootstrap_resamples,
         max_subsets=snakemake.params.max_subsets,
         seed_counts=snakemake.params.seed_counts,
+        pairing=snakemake.params.pairing,
     )

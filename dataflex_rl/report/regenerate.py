@@ -3,7 +3,8 @@
 `regenerate(records, out_dir, controls)` writes each table in TABLES as CSV, Markdown and a LaTeX body under
 `out_dir`, and each figure in FIGURES under `out_dir/figures`. The headline metric (DB-k) drives the comparisons
 figure, the detectable-effect table and the cross-model table; the comparisons, sensitivity and seed-sufficiency
-tables cover every summary. A table that does not apply to these records (no untrained base: no headroom; no response
+tables cover every summary; the long-training and constrained-data contrasts (dataflex_rl.stats.contrasts) use the
+headline. A table that does not apply to these records (no untrained base: no headroom; no response
 lengths: no efficiency) is written with its columns and no rows, so the rule's outputs are always the same files.
 """
 from __future__ import annotations
@@ -18,13 +19,14 @@ from dataflex_rl.records import UNTRAINED
 from dataflex_rl.report.figures import domain_heatmap, forest_plot, seed_sufficiency_plot, spearman_heatmap
 from dataflex_rl.report.outputs import TABLES
 from dataflex_rl.report.tables import write_table
+from dataflex_rl.stats.contrasts import constrained_data_contrasts, long_training_contrasts
 from dataflex_rl.stats.paired import compare_methods, headroom
 from dataflex_rl.stats.seeds import detectable_effects, seed_sufficiency
 from dataflex_rl.stats.sensitivity import (benchmark_means, domain_tradeoffs, evaluation_sensitivity, method_means,
                                            summary_spearman_matrix)
 from dataflex_rl.stats.summaries import math_heavy_benchmarks, run_summaries, summary_columns
 
-RUN_LEVEL_EXTRAS = ("base_model", "campaign", "regime", "source_run_id")
+RUN_LEVEL_EXTRAS = ("base_model", "campaign", "regime", "source_run_id", "steps")
 
 
 def cross_model_table(comparisons: pd.DataFrame) -> pd.DataFrame:
@@ -40,17 +42,23 @@ def cross_model_table(comparisons: pd.DataFrame) -> pd.DataFrame:
 
 
 def efficiency_table(records: pd.DataFrame) -> pd.DataFrame:
-    """Per (model, method): mean response length (tokens) and correct answers per 1,000 generated tokens — the
-    trade the paper's GFPO finding is about. Rows only where the records report lengths."""
+    """Per (model, method): mean response length in characters and tokens, and correct answers per 1,000 generated
+    characters (comparable across tokenizers) and per 1,000 tokens — the trade the paper's GFPO finding is about.
+    Lengths are item-weighted over every scored response. Rows only where the records report lengths."""
     known = records[records["mean_length"].notna() & (records["method"] != UNTRAINED)]
-    columns = ["model", "method", "n_seeds", "mean_length", "correct_per_1k_tokens"]
+    columns = ["model", "method", "n_seeds", "mean_chars", "mean_length", "correct_per_1k_chars",
+               "correct_per_1k_tokens"]
     if known.empty:
         return pd.DataFrame(columns=columns)
-    tokens = known["n"] * known["mean_length"]
-    grouped = known.assign(tokens=tokens).groupby(["model", "method"], sort=False)
+    known = known.assign(tokens=known["n"] * known["mean_length"], chars=known["n"] * known["mean_chars"])
+    grouped = known.groupby(["model", "method"], sort=False)
+    items = grouped["n"].sum()
+    chars = grouped["chars"].agg(lambda c: c.sum(skipna=False))  # records from before mean_chars: NaN, not 0
     out = pd.DataFrame({
         "n_seeds": grouped["seed"].nunique(),
-        "mean_length": grouped.apply(lambda g: np.average(g["mean_length"], weights=g["n"]), include_groups=False),
+        "mean_chars": chars / items,
+        "mean_length": grouped["tokens"].sum() / items,
+        "correct_per_1k_chars": grouped["correct"].sum() / chars * 1000,
         "correct_per_1k_tokens": grouped["correct"].sum() / grouped["tokens"].sum() * 1000,
     })
     return out.reset_index()[columns]
@@ -58,8 +66,9 @@ def efficiency_table(records: pd.DataFrame) -> pd.DataFrame:
 
 def regenerate(records: pd.DataFrame, out_dir: str | Path, controls: Mapping[str, str], *, confidence: float = 0.95,
                bootstrap_resamples: int = 9999, max_subsets: int = 200,
-               seed_counts: Sequence[int] = (3, 6, 12)) -> dict[str, pd.DataFrame]:
-    """Write every table and figure of the study under `out_dir`; return the tables by name."""
+               seed_counts: Sequence[int] = (3, 6, 12), pairing: str = "paired") -> dict[str, pd.DataFrame]:
+    """Write every table and figure of the study under `out_dir`; return the tables by name. `pairing` is
+    dataflex_rl.stats.paired.PAIRINGS' choice for every comparison (config `stats.pairing`)."""
     out_dir = Path(out_dir)
     extras = [c for c in RUN_LEVEL_EXTRAS if c in records.columns]
     summaries = run_summaries(records, extra_keys=extras)
@@ -68,8 +77,8 @@ def regenerate(records: pd.DataFrame, out_dir: str | Path, controls: Mapping[str
     trained = summaries[summaries["method"] != UNTRAINED]
 
     comparisons = pd.concat([compare_methods(summaries, m, controls=controls, confidence=confidence,
-                                             bootstrap_resamples=bootstrap_resamples) for m in metrics],
-                            ignore_index=True)
+                                             bootstrap_resamples=bootstrap_resamples, pairing=pairing)
+                             for m in metrics], ignore_index=True)
     headline_comparisons = comparisons[comparisons["metric"] == headline].reset_index(drop=True)
     has_untrained = (summaries["method"] == UNTRAINED).any() and (summaries["method"] == "baseline").any()
     headroom_table = (headroom(summaries, headline, confidence=confidence) if has_untrained else
@@ -89,8 +98,13 @@ def regenerate(records: pd.DataFrame, out_dir: str | Path, controls: Mapping[str
                                       ignore_index=True)[["model", "metric", *metrics]],
         "comparisons": comparisons,
         "cross_model": cross_model_table(headline_comparisons),
+        "long_training": long_training_contrasts(summaries, headline, controls, confidence=confidence,
+                                                 pairing=pairing),
+        "constrained_data": constrained_data_contrasts(summaries, headline, controls, confidence=confidence,
+                                                       pairing=pairing),
         "detectable_effects": detectable_effects(headline_comparisons, seed_counts),
-        "seed_sufficiency": pd.concat([seed_sufficiency(trained, m, max_subsets=max_subsets) for m in metrics],
+        "seed_sufficiency": pd.concat([seed_sufficiency(trained, m, max_subsets=max_subsets,
+                                                        complete_seeds_only=pairing != "paired") for m in metrics],
                                       ignore_index=True),
         "headroom": headroom_table,
         "efficiency": efficiency_table(records),

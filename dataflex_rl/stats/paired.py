@@ -2,7 +2,8 @@
 
 Methods share training seeds, so noise common to both arms of a seed cancels in the per-seed difference; every claim
 is a t interval on those differences. Unmatched seeds would bring that noise back unnoticed, so they are an error
-unless explicitly allowed, and then the seeds dropped are recorded beside the result.
+unless the analysis asks otherwise explicitly (`PAIRINGS`): "shared_seeds" pairs the seeds both arms have and records
+the cells it dropped beside the result; "unpaired" compares every seed of each arm as independent samples (Welch).
 """
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ from scipy import stats
 from dataflex_rl.records import UNTRAINED
 
 POINTS = 100.0  # summaries are in [0, 1]; comparison tables are in percentage points
+# How a method's seeds meet its control's: "paired" (the protocol; unmatched seeds are an error), "shared_seeds"
+# (paired over the seeds both arms have, the others named in `dropped_seeds`), "unpaired" (Welch's t over all seeds).
+PAIRINGS = ("paired", "shared_seeds", "unpaired")
 
 
 @dataclass(frozen=True)
@@ -45,10 +49,12 @@ class UnmatchedSeedsError(ValueError):
     def __init__(self, missing: tuple[tuple[str, int], ...]):
         self.missing = missing
         cells = ", ".join(f"({side}, seed {seed})" for side, seed in missing)
-        super().__init__(f"seeds are not matched; missing (side, seed) cells: {cells}")
+        super().__init__(f"seeds are not matched; missing (side, seed) cells: {cells}. Run the missing cells, or set "
+                         f"stats.pairing to 'shared_seeds' (pair the seeds both sides have) or 'unpaired' (Welch) "
+                         f"to analyse the seeds there are")
 
 
-def _t_interval(seeds: tuple[int, ...], differences: np.ndarray, confidence: float,
+def mean_t_interval(seeds: tuple[int, ...], differences: np.ndarray, confidence: float,
                 dropped: tuple[tuple[str, int], ...] = ()) -> PairedDifference:
     """One-sample t interval and two-sided p-value for the mean of `differences`."""
     if not 0 < confidence < 1:
@@ -85,7 +91,54 @@ def paired_difference_ci(treatment: Mapping[int, float], control: Mapping[int, f
     differences = np.array([treatment[s] - control[s] for s in seeds], dtype=float)
     if not np.isfinite(differences).all():
         raise ValueError(f"non-finite values for seeds {[s for s, d in zip(seeds, differences) if not np.isfinite(d)]}")
-    return _t_interval(seeds, differences, confidence, missing)
+    return mean_t_interval(seeds, differences, confidence, missing)
+
+
+def welch_difference_ci(treatment: Mapping[int, float], control: Mapping[int, float],
+                        confidence: float = 0.95) -> PairedDifference:
+    """Welch's t interval for mean(treatment) − mean(control), the seeds of each arm taken as independent samples.
+
+    For an explicitly unpaired analysis: with matched seeds the paired interval is the protocol's, and usually
+    narrower. `sd` is sqrt(s_t² + s_c²), the spread of the difference between one seed of each arm when the arms are
+    independent (what `detectable_effects` needs); `n` is the smaller arm; `seeds` are the seeds of either arm.
+    """
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    t = np.array(list(treatment.values()), dtype=float)
+    c = np.array(list(control.values()), dtype=float)
+    if not (np.isfinite(t).all() and np.isfinite(c).all()):
+        raise ValueError("non-finite values in an arm of an unpaired comparison")
+    seeds = tuple(sorted({int(s) for s in treatment} | {int(s) for s in control}))
+    mean = float(t.mean() - c.mean())
+    n = min(len(t), len(c))
+    if n < 2:
+        return PairedDifference(mean, math.nan, math.nan, math.nan, n, math.nan, seeds, (), confidence)
+    sd = math.sqrt(t.var(ddof=1) + c.var(ddof=1))
+    if sd == 0:
+        p = math.nan if mean == 0 else 0.0
+        return PairedDifference(mean, mean, mean, 0.0, n, p, seeds, (), confidence)
+    result = stats.ttest_ind(t, c, equal_var=False)
+    interval = result.confidence_interval(confidence)
+    return PairedDifference(mean, float(interval.low), float(interval.high), sd, n, float(result.pvalue), seeds, (),
+                            confidence)
+
+
+def _mean_of_differences(a, b, axis=-1):
+    return np.mean(a - b, axis=axis)
+
+
+def _difference_of_means(a, b, axis=-1):
+    return np.mean(a, axis=axis) - np.mean(b, axis=axis)
+
+
+def _bootstrap_interval(t: np.ndarray, c: np.ndarray, confidence: float, *, paired: bool, n_resamples: int,
+                        method: str, rng: int | None) -> tuple[float, float]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # scipy warns about degenerate BCa/percentile distributions at tiny n
+        statistic = _mean_of_differences if paired else _difference_of_means
+        result = stats.bootstrap((t, c), statistic, paired=paired, vectorized=True, n_resamples=n_resamples,
+                                 confidence_level=confidence, method=method, rng=np.random.default_rng(rng))
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
 def paired_bootstrap_ci(treatment: Mapping[int, float], control: Mapping[int, float], confidence: float = 0.95, *,
@@ -104,12 +157,21 @@ def paired_bootstrap_ci(treatment: Mapping[int, float], control: Mapping[int, fl
     c = np.array([control[s] for s in diff.seeds], dtype=float)
     if np.ptp(t - c) == 0:
         return diff.mean, diff.mean
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # scipy warns about degenerate BCa/percentile distributions at tiny n
-        result = stats.bootstrap((t, c), lambda a, b, axis=-1: np.mean(a - b, axis=axis), paired=True,
-                                 vectorized=True, n_resamples=n_resamples, confidence_level=confidence,
-                                 method=method, rng=np.random.default_rng(rng))
-    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+    return _bootstrap_interval(t, c, confidence, paired=True, n_resamples=n_resamples, method=method, rng=rng)
+
+
+def unpaired_bootstrap_ci(treatment: Mapping[int, float], control: Mapping[int, float], confidence: float = 0.95, *,
+                          n_resamples: int = 9999, method: str = "percentile",
+                          rng: int | None = 0) -> tuple[float, float]:
+    """Bootstrap interval for mean(treatment) − mean(control) resampling each arm's seeds independently (the check
+    beside `welch_difference_ci`). An arm with fewer than two seeds gives (NaN, NaN)."""
+    t = np.array(list(treatment.values()), dtype=float)
+    c = np.array(list(control.values()), dtype=float)
+    if min(len(t), len(c)) < 2:
+        return math.nan, math.nan
+    if np.ptp(t) == 0 and np.ptp(c) == 0:
+        return float(t[0] - c[0]), float(t[0] - c[0])
+    return _bootstrap_interval(t, c, confidence, paired=False, n_resamples=n_resamples, method=method, rng=rng)
 
 
 def _require_metric(summaries: pd.DataFrame, metric: str) -> None:
@@ -117,7 +179,7 @@ def _require_metric(summaries: pd.DataFrame, metric: str) -> None:
         raise ValueError(f"no column {metric!r}; available: {list(summaries.columns)}")
 
 
-def _arm(runs: pd.DataFrame, method: str, metric: str) -> dict[int, float]:
+def arm_values(runs: pd.DataFrame, method: str, metric: str) -> dict[int, float]:
     """Seed → metric for one method's runs, refusing missing or repeated seeds."""
     rows = runs[runs["method"] == method]
     if rows["seed"].isna().any():
@@ -135,15 +197,27 @@ def _holm(p: pd.Series) -> pd.Series:
     return adjusted.reindex(p.index)
 
 
-def compare_methods(summaries: pd.DataFrame, metric: str = "DB-12", *, controls: Mapping[str, str],
-                    model: str | None = None, confidence: float = 0.95, allow_unpaired: bool = False,
-                    bootstrap_resamples: int = 0) -> pd.DataFrame:
-    """One row per (model, method) present in `controls`: the paired difference to its control, in points.
+def arm_difference(treated: dict[int, float], base: dict[int, float], pairing: str, confidence: float,
+                   names: tuple[str, str]) -> tuple[PairedDifference, tuple[int, ...], tuple[int, ...]]:
+    """The difference under `pairing`, and the seeds each arm's mean is taken over."""
+    if pairing == "unpaired":
+        return welch_difference_ci(treated, base, confidence), tuple(sorted(treated)), tuple(sorted(base))
+    diff = paired_difference_ci(treated, base, confidence, allow_unpaired=pairing == "shared_seeds", names=names)
+    return diff, diff.seeds, diff.seeds
 
-    Means are over the paired seeds, so delta_mean = method_mean − control_mean. p_holm adjusts p across the
-    methods of each model. dropped_seeds names the cells left out when `allow_unpaired`. With
-    `bootstrap_resamples` > 0, boot_low / boot_high hold the paired bootstrap interval as a check.
+
+def compare_methods(summaries: pd.DataFrame, metric: str = "DB-12", *, controls: Mapping[str, str],
+                    model: str | None = None, confidence: float = 0.95, pairing: str = "paired",
+                    bootstrap_resamples: int = 0) -> pd.DataFrame:
+    """One row per (model, method) present in `controls`: the difference to its control, in points.
+
+    `pairing` is one of PAIRINGS (module docstring); the row says which. Means are over the seeds the difference uses,
+    so delta_mean = method_mean − control_mean. p_holm adjusts p across the methods of each (model, metric): the
+    methods of one printed table. dropped_seeds names the cells "shared_seeds" left out. With `bootstrap_resamples`
+    > 0, boot_low / boot_high hold the bootstrap interval (paired, or per arm when unpaired) as a check.
     """
+    if pairing not in PAIRINGS:
+        raise ValueError(f"pairing must be one of {PAIRINGS}, got {pairing!r}")
     _require_metric(summaries, metric)
     models = [model] if model is not None else sorted(summaries["model"].unique())
     rows = []
@@ -157,27 +231,32 @@ def compare_methods(summaries: pd.DataFrame, metric: str = "DB-12", *, controls:
                 continue
             if control not in by_method:
                 raise ValueError(f"{name}: control {control!r} of {method!r} has no runs")
-            treated, base = _arm(by_method[method], method, metric), _arm(by_method[control], control, metric)
-            diff = paired_difference_ci(treated, base, confidence, allow_unpaired=allow_unpaired,
-                                        names=(f"{name}/{method}", f"{name}/{control}"))
+            treated = arm_values(by_method[method], method, metric)
+            base = arm_values(by_method[control], control, metric)
+            diff, treated_seeds, base_seeds = arm_difference(treated, base, pairing, confidence,
+                                                             (f"{name}/{method}", f"{name}/{control}"))
             block.append({
-                "model": name, "method": method, "control": control, "metric": metric, "n_seeds": diff.n,
-                "method_mean": POINTS * float(np.mean([treated[s] for s in diff.seeds])),
-                "control_mean": POINTS * float(np.mean([base[s] for s in diff.seeds])),
+                "model": name, "method": method, "control": control, "metric": metric, "pairing": pairing,
+                "n_seeds": diff.n,
+                "method_mean": POINTS * float(np.mean([treated[s] for s in treated_seeds])),
+                "control_mean": POINTS * float(np.mean([base[s] for s in base_seeds])),
                 "delta_mean": POINTS * diff.mean, "ci_low": POINTS * diff.ci_low, "ci_high": POINTS * diff.ci_high,
                 "sd": POINTS * diff.sd, "p": diff.t_p_value,
                 "dropped_seeds": ", ".join(f"{side}:seed{seed}" for side, seed in diff.dropped),
             })
             if bootstrap_resamples:
-                low, high = paired_bootstrap_ci(treated, base, confidence, n_resamples=bootstrap_resamples,
-                                                allow_unpaired=allow_unpaired)
+                if pairing == "unpaired":
+                    low, high = unpaired_bootstrap_ci(treated, base, confidence, n_resamples=bootstrap_resamples)
+                else:
+                    low, high = paired_bootstrap_ci(treated, base, confidence, n_resamples=bootstrap_resamples,
+                                                    allow_unpaired=pairing == "shared_seeds")
                 block[-1].update(boot_low=POINTS * low, boot_high=POINTS * high)
         if block:
             block_frame = pd.DataFrame(block)
             block_frame["p_holm"] = _holm(block_frame["p"])
             rows.append(block_frame)
-    columns = ["model", "method", "control", "metric", "n_seeds", "method_mean", "control_mean", "delta_mean",
-               "ci_low", "ci_high", "sd", "p", "p_holm", "dropped_seeds"]
+    columns = ["model", "method", "control", "metric", "pairing", "n_seeds", "method_mean", "control_mean",
+               "delta_mean", "ci_low", "ci_high", "sd", "p", "p_holm", "dropped_seeds"]
     if bootstrap_resamples:
         columns[columns.index("sd"):columns.index("sd")] = ["boot_low", "boot_high"]
     return pd.concat(rows, ignore_index=True)[columns] if rows else pd.DataFrame(columns=columns)
@@ -200,9 +279,9 @@ def headroom(summaries: pd.DataFrame, metric: str, trained_method: str = "baseli
         if len(base) > 1:
             raise ValueError(f"{name}: {len(base)} untrained runs, expected one")
         untrained = float(base.iloc[0])
-        trained = _arm(runs, trained_method, metric)
+        trained = arm_values(runs, trained_method, metric)
         seeds = tuple(sorted(trained))
-        diff = _t_interval(seeds, np.array([trained[s] - untrained for s in seeds]), confidence)
+        diff = mean_t_interval(seeds, np.array([trained[s] - untrained for s in seeds]), confidence)
         rows.append({
             "model": name, "method": trained_method, "metric": metric, "n_seeds": diff.n,
             "untrained": POINTS * untrained, "trained_mean": POINTS * float(np.mean(list(trained.values()))),

@@ -22,8 +22,10 @@ from dataflex_rl.records import UNTRAINED
 from dataflex_rl.stats.paired import UnmatchedSeedsError
 
 
-def seed_matrix(summaries: pd.DataFrame, model: str, metric: str) -> pd.DataFrame:
-    """Methods × seeds for one model; a seed some method lacks is an error naming the (method, seed) cells."""
+def seed_matrix(summaries: pd.DataFrame, model: str, metric: str, *,
+                complete_seeds_only: bool = False) -> pd.DataFrame:
+    """Methods × seeds for one model; a seed some method lacks is an error naming the (method, seed) cells, or, with
+    `complete_seeds_only`, left out (the study asked for an analysis of unmatched seeds: stats.pairing)."""
     runs = summaries[(summaries["model"] == model) & (summaries["method"] != UNTRAINED)]
     if runs.duplicated(["method", "seed"]).any():
         raise ValueError(f"{model}: a (method, seed) run repeats")
@@ -31,9 +33,9 @@ def seed_matrix(summaries: pd.DataFrame, model: str, metric: str) -> pd.DataFram
     matrix = matrix.loc[list(pd.unique(runs["method"])), sorted(matrix.columns)]
     missing = tuple((method, int(seed)) for method in matrix.index for seed in matrix.columns
                     if pd.isna(matrix.loc[method, seed]))
-    if missing:
+    if missing and not complete_seeds_only:
         raise UnmatchedSeedsError(missing)
-    return matrix.astype(float)
+    return matrix.dropna(axis="columns").astype(float)
 
 
 def _subsets(seeds: Sequence[int], n: int, cap: int, rng: np.random.Generator) -> list[tuple[int, ...]]:
@@ -51,14 +53,15 @@ def _ranks(x: np.ndarray) -> np.ndarray:
     return stats.rankdata(x, axis=-1)
 
 
-def seed_sufficiency(summaries: pd.DataFrame, metric: str, *, max_subsets: int = 200,
-                     rng: int = 0) -> pd.DataFrame:
+def seed_sufficiency(summaries: pd.DataFrame, metric: str, *, max_subsets: int = 200, rng: int = 0,
+                     complete_seeds_only: bool = False) -> pd.DataFrame:
     """Per (model, n seeds): subsets tried, how often the subset's winner is the all-seed winner, and mean Spearman ρ
-    between the subset's and the all-seed method means (NaN-free subsets only). Models with < 2 methods are skipped."""
+    between the subset's and the all-seed method means (NaN-free subsets only). Models with < 2 methods are skipped.
+    `complete_seeds_only`: see `seed_matrix`."""
     generator = np.random.default_rng(rng)
     rows = []
     for model in pd.unique(summaries["model"]):
-        matrix = seed_matrix(summaries, model, metric)
+        matrix = seed_matrix(summaries, model, metric, complete_seeds_only=complete_seeds_only)
         if len(matrix) < 2:
             continue
         values, seeds = matrix.to_numpy(), list(matrix.columns)

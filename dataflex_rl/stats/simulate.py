@@ -33,11 +33,12 @@ def simulate_records(models: Sequence[str], methods: Sequence[str], seeds: Seque
             for bench, p in zip(benchmarks, np.clip(truth, 0.01, 0.99)):
                 n = sizes[bench]
                 correct = int(generator.binomial(n, p))
+                length = float(generator.uniform(200, 900))
                 rows.append({
                     "model": model, "method": method, "seed": seed, "run_id": run_id(model, method, seed),
                     "benchmark": bench, "domain": get_benchmark(bench).domain, "n": n, "correct": correct,
                     "score": correct / n,
-                    "mean_length": float(generator.uniform(200, 900)), "parse_rate": 1.0,
+                    "mean_length": length, "mean_chars": 3.6 * length, "parse_rate": 1.0,
                     "steps": 0 if seed is None else 300, "config_hash": None, "package_versions": None,
                 })
     frame = pd.DataFrame(rows, columns=list(RECORD_COLUMNS))
