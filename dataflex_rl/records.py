@@ -25,16 +25,21 @@ ITEM_COLUMNS = ("prompt_id", "response", "length", "correct", "parsed")
 #   mean_length     mean response length in tokens; mean_chars = mean response length in characters (the unit of the
 #                   efficiency table, comparable across tokenizers); parse_rate = share of responses whose answer could
 #                   be extracted; all NaN where the source did not report them (tables imported from elsewhere)
+#   parse_flagged   parse_rate below the study's `evaluation.min_parse_rate` (nullable boolean, NA where unknown): the
+#                   score says more about the answer format than the skill. The tables report every flag and leave
+#                   out of a cell's summaries a benchmark flagged in every trained run (dataflex_rl.stats.parse_flags)
 #   steps           optimiser steps the evaluated checkpoint had taken (nullable Int64)
 #   config_hash     provenance: sha256 (64 hex digits) of the canonical JSON of the config sections that determine the
 #                   run (`run_config`); the same for every benchmark of a run. Missing (NA) for imported records.
 #   package_versions  provenance: compact JSON object {distribution: version or null} of PROVENANCE_PACKAGES in the
 #                   environment that built the records (`package_versions`). Missing (NA) for imported records.
 RECORD_COLUMNS = ("model", "method", "seed", "run_id", "benchmark", "domain", "n", "correct", "score",
-                  "mean_length", "mean_chars", "parse_rate", "steps", "config_hash", "package_versions")
+                  "mean_length", "mean_chars", "parse_rate", "parse_flagged", "steps", "config_hash",
+                  "package_versions")
 PROVENANCE_COLUMNS = ("config_hash", "package_versions")
 # Columns that records tables written by earlier versions lack; such a table is read with them missing.
-LATER_COLUMNS = ("mean_chars", *PROVENANCE_COLUMNS)
+LATER_COLUMNS = ("mean_chars", "parse_flagged", *PROVENANCE_COLUMNS)
+_LATER_DTYPES = {"mean_chars": "float64", "parse_flagged": "boolean"}
 PROVENANCE_PACKAGES = ("torch", "transformers", "dataflex-rl", "reasoning-gym", "math-verify", "datasketch")
 # The config sections that determine a run, in the order they are hashed. A trained run depends on all of them (its
 # model's entry and its method's entry only, not the whole matrix); the untrained base on the model, the benchmarks,
@@ -82,8 +87,7 @@ def with_later_columns(frame: pd.DataFrame) -> pd.DataFrame:
     missing = [c for c in LATER_COLUMNS if c not in frame.columns]
     if not missing:
         return frame
-    added = {c: pd.Series(float("nan") if c == "mean_chars" else pd.NA, index=frame.index,
-                          dtype="float64" if c == "mean_chars" else object) for c in missing}
+    added = {c: pd.Series(None, index=frame.index, dtype=_LATER_DTYPES.get(c, object)) for c in missing}
     return frame.assign(**added)[[*RECORD_COLUMNS, *[c for c in frame.columns if c not in RECORD_COLUMNS]]]
 
 
@@ -95,8 +99,10 @@ def run_id(model: str, method: str, seed: int | None) -> str:
 
 
 def summarise_items(items: pd.DataFrame, *, model: str, method: str, seed: int | None, benchmark: str, domain: str,
-                    steps: int | None, config_hash: str | None = None, package_versions: str | None = None) -> dict:
-    """Reduce one (run, benchmark) item file to its record row; the provenance columns are passed through."""
+                    steps: int | None, config_hash: str | None = None, package_versions: str | None = None,
+                    min_parse_rate: float | None = None) -> dict:
+    """Reduce one (run, benchmark) item file to its record row; the provenance columns are passed through.
+    `min_parse_rate` sets `parse_flagged` (None leaves it unknown)."""
     missing = [c for c in ITEM_COLUMNS if c not in items.columns]
     if missing:
         raise ValueError(f"{benchmark}: item file lacks columns {missing}")
@@ -109,6 +115,7 @@ def summarise_items(items: pd.DataFrame, *, model: str, method: str, seed: int |
     if not correct.isin([0, 1]).all():
         raise ValueError(f"{benchmark}: 'correct' must be 0/1")
     n, solved = len(items), int(correct.sum())
+    parse_rate = float(items["parsed"].astype(bool).mean())
     return {
         "model": model,
         "method": method,
@@ -121,7 +128,8 @@ def summarise_items(items: pd.DataFrame, *, model: str, method: str, seed: int |
         "score": solved / n,
         "mean_length": float(items["length"].mean()),
         "mean_chars": float(items["response"].fillna("").str.len().mean()),
-        "parse_rate": float(items["parsed"].astype(bool).mean()),
+        "parse_rate": parse_rate,
+        "parse_flagged": None if min_parse_rate is None else parse_rate < min_parse_rate,
         "steps": None if steps is None else int(steps),
         "config_hash": config_hash,
         "package_versions": package_versions,
@@ -131,7 +139,8 @@ def summarise_items(items: pd.DataFrame, *, model: str, method: str, seed: int |
 def records_frame(rows: Iterable[Mapping]) -> pd.DataFrame:
     """Build a validated records table from record rows, with nullable integer seeds and steps."""
     frame = pd.DataFrame(list(rows), columns=list(RECORD_COLUMNS))
-    frame = frame.astype({"seed": "Int64", "steps": "Int64", "n": "int64", "correct": "int64"})
+    frame = frame.astype({"seed": "Int64", "steps": "Int64", "n": "int64", "correct": "int64",
+                          "parse_flagged": "boolean"})
     validate_records(frame)
     return frame
 
@@ -169,6 +178,9 @@ def validate_records(df: pd.DataFrame) -> None:
     parse_rate = pd.to_numeric(df["parse_rate"], errors="coerce")
     # Missing lengths and parse rates are allowed (not every source reports them); present ones must be in range.
     problems += _problem(df["parse_rate"].notna() & ~parse_rate.between(0, 1), "parse_rate must lie in [0, 1]")
+    flagged = df["parse_flagged"]
+    problems += _problem(flagged.notna() & ~flagged.isin([True, False]), "parse_flagged must be true, false or missing")
+    problems += _problem(flagged.notna() & df["parse_rate"].isna(), "parse_flagged needs a parse_rate")
     for column in ("mean_length", "mean_chars"):
         length = pd.to_numeric(df[column], errors="coerce")
         problems += _problem(df[column].notna() & ~(length >= 0), f"{column} must be >= 0")
@@ -196,9 +208,11 @@ def validate_records(df: pd.DataFrame) -> None:
         raise ValueError("invalid records: " + "; ".join(problems))
 
 
-def collect_records(sources: Iterable[Mapping], steps: int | None, *, versions: str | None = None) -> pd.DataFrame:
+def collect_records(sources: Iterable[Mapping], steps: int | None, *, versions: str | None = None,
+                    min_parse_rate: float | None = None) -> pd.DataFrame:
     """The records table from score files; each source names its path, model, method, seed (None: base) and benchmark,
-    and optionally its run's `config_hash`. `versions` (a `package_versions` string) is stamped on every row."""
+    and optionally its run's `config_hash`. `versions` (a `package_versions` string) is stamped on every row;
+    `min_parse_rate` sets every row's `parse_flagged`."""
     from dataflex_rl.tasks.registry import get_benchmark
 
     rows = []
@@ -208,5 +222,6 @@ def collect_records(sources: Iterable[Mapping], steps: int | None, *, versions: 
             pd.read_parquet(source["path"]), model=source["model"], method=source["method"], seed=source["seed"],
             benchmark=source["benchmark"], domain=get_benchmark(source["benchmark"]).domain,
             steps=steps if trained else 0, config_hash=source.get("config_hash"), package_versions=versions,
+            min_parse_rate=min_parse_rate,
         ))
     return records_frame(rows)

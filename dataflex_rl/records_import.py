@@ -130,7 +130,8 @@ def import_released_runs(path: str | Path, sizes: dict[str, int] | None = None) 
             rows.append({
                 "model": cell, "method": run.method, "seed": seed, "run_id": run_id(cell, run.method, seed),
                 "benchmark": benchmark, "domain": domain, "n": n, "correct": int(k), "score": int(k) / n,
-                "mean_length": math.nan, "mean_chars": math.nan, "parse_rate": math.nan, "steps": int(run.steps),
+                "mean_length": math.nan, "mean_chars": math.nan, "parse_rate": math.nan,
+                "parse_flagged": None, "steps": int(run.steps),
                 # The release states neither the configs nor the environment of its runs: no provenance.
                 "config_hash": None, "package_versions": None,
                 "base_model": run.model, "campaign": run.campaign, "regime": regime, "source_run_id": run.run_id,
@@ -138,7 +139,8 @@ def import_released_runs(path: str | Path, sizes: dict[str, int] | None = None) 
             })
     frame = pd.DataFrame(rows, columns=[*RECORD_COLUMNS, *EXTRA_COLUMNS])
     frame = frame.astype({"seed": "Int64", "steps": "Int64", "n": "int64", "correct": "int64",
-                          "mean_length": "float64", "mean_chars": "float64", "parse_rate": "float64"})
+                          "mean_length": "float64", "mean_chars": "float64", "parse_rate": "float64",
+                          "parse_flagged": "boolean"})
     validate_records(frame)
     return frame
 

@@ -31,6 +31,7 @@ rule records:
     params:
         sources=record_sources(),
         steps=config["training"]["steps"],
+        min_parse_rate=config.get("evaluation", {}).get("min_parse_rate", 0.5),
         # Versions are read in the job itself (importlib.metadata), i.e. of the environment that built the records.
         packages=list(PROVENANCE_PACKAGES),
     log:

@@ -80,8 +80,8 @@ def _records():
 def test_db_is_mean_of_domain_means():
     summaries = run_summaries(_records())
     base = summaries[summaries["method"] == "untrained"].iloc[0]
-    assert list(summaries.columns) == ["model", "method", "seed", "run_id", "domain:math", "domain:logic",
-                                       "DB-3", "Macro-3", "Item-3"]
+    assert list(summaries.columns) == ["model", "method", "seed", "run_id", "excluded_benchmarks", "domain:math",
+                                       "domain:logic", "DB-3", "Macro-3", "Item-3"]
     assert base["domain:math"] == pytest.approx(0.5)          # (0.8 + 0.2) / 2
     assert base["domain:logic"] == pytest.approx(0.25)        # 10 / 40
     assert base["DB-3"] == pytest.approx(0.375)               # (0.5 + 0.25) / 2

@@ -7,5 +7,5 @@ with open(snakemake.log[0], "w") as log, redirect_stderr(log):
     # A workflow parsed before the `packages` param existed still runs this script; it gets the default list.
     packages = getattr(snakemake.params, "packages", PROVENANCE_PACKAGES)
     records = collect_records(snakemake.params.sources, steps=snakemake.params.steps,
-                              versions=package_versions(packages))
+                              versions=package_versions(packages), min_parse_rate=snakemake.params.min_parse_rate)
     write_parquet(snakemake.output[0], records)

@@ -5,7 +5,7 @@
 figure, the detectable-effect table and the cross-model table; the comparisons, sensitivity and seed-sufficiency
 tables cover every summary; the long-training and constrained-data contrasts (dataflex_rl.stats.contrasts) use the
 headline. A table that does not apply to these records (no untrained base: no headroom; no response
-lengths: no efficiency) is written with its columns and no rows, so the rule's outputs are always the same files.
+lengths: no efficiency; no parse flags) is written with its columns and no rows, so the rule's outputs are always the same files.
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from dataflex_rl.report.outputs import TABLES
 from dataflex_rl.report.tables import write_table
 from dataflex_rl.stats.contrasts import constrained_data_contrasts, long_training_contrasts
 from dataflex_rl.stats.paired import compare_methods, headroom
+from dataflex_rl.stats.parse_flags import check_exclusions, excluded_benchmarks, parse_flag_table
 from dataflex_rl.stats.seeds import detectable_effects, seed_sufficiency
 from dataflex_rl.stats.sensitivity import (benchmark_means, domain_tradeoffs, evaluation_sensitivity, method_means,
                                            summary_spearman_matrix)
@@ -64,6 +65,14 @@ def efficiency_table(records: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()[columns]
 
 
+def with_base_flags(headroom_table: pd.DataFrame, records: pd.DataFrame) -> pd.DataFrame:
+    """The headroom table with each model's untrained-base benchmarks whose parse rate was flagged: the base's score
+    there is mostly a format score, and so is that part of the gain."""
+    base = records[(records["method"] == UNTRAINED) & records["parse_flagged"].fillna(False).astype(bool)]
+    flagged = base.groupby("model", sort=False)["benchmark"].agg(", ".join)
+    return headroom_table.assign(base_flagged=[flagged.get(model, "") for model in headroom_table["model"]])
+
+
 def regenerate(records: pd.DataFrame, out_dir: str | Path, controls: Mapping[str, str], *, confidence: float = 0.95,
                bootstrap_resamples: int = 9999, max_subsets: int = 200,
                seed_counts: Sequence[int] = (3, 6, 12), pairing: str = "paired") -> dict[str, pd.DataFrame]:
@@ -71,7 +80,9 @@ def regenerate(records: pd.DataFrame, out_dir: str | Path, controls: Mapping[str
     dataflex_rl.stats.paired.PAIRINGS' choice for every comparison (config `stats.pairing`)."""
     out_dir = Path(out_dir)
     extras = [c for c in RUN_LEVEL_EXTRAS if c in records.columns]
-    summaries = run_summaries(records, extra_keys=extras)
+    excluded = excluded_benchmarks(records)
+    check_exclusions(records, excluded)
+    summaries = run_summaries(records, extra_keys=extras, excluded=excluded)
     metrics = summary_columns(summaries)
     headline = metrics[0]
     trained = summaries[summaries["method"] != UNTRAINED]
@@ -81,9 +92,10 @@ def regenerate(records: pd.DataFrame, out_dir: str | Path, controls: Mapping[str
                              for m in metrics], ignore_index=True)
     headline_comparisons = comparisons[comparisons["metric"] == headline].reset_index(drop=True)
     has_untrained = (summaries["method"] == UNTRAINED).any() and (summaries["method"] == "baseline").any()
-    headroom_table = (headroom(summaries, headline, confidence=confidence) if has_untrained else
+    headroom_table = (with_base_flags(headroom(summaries, headline, confidence=confidence), records)
+                      if has_untrained else
                       pd.DataFrame(columns=["model", "method", "metric", "n_seeds", "untrained", "trained_mean",
-                                            "delta_mean", "ci_low", "ci_high", "sd", "p"]))
+                                            "delta_mean", "ci_low", "ci_high", "sd", "p", "base_flagged"]))
     models = list(pd.unique(trained["model"]))
     spearman = {model: summary_spearman_matrix(summaries, model, metrics) for model in models}
     tables = {
@@ -108,6 +120,7 @@ def regenerate(records: pd.DataFrame, out_dir: str | Path, controls: Mapping[str
                                       ignore_index=True),
         "headroom": headroom_table,
         "efficiency": efficiency_table(records),
+        "parse_flags": parse_flag_table(records, excluded),
     }
     assert tuple(tables) == TABLES
     for name, table in tables.items():

@@ -7,7 +7,7 @@ average) is the summary the paper's own tables used. Scores stay in [0, 1] here;
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import pandas as pd
 
@@ -34,17 +34,27 @@ def math_heavy_benchmarks(records: pd.DataFrame) -> list[str]:
     return math + extra[:1] if math and extra else []
 
 
-def run_summaries(records: pd.DataFrame, extra_keys: Sequence[str] = ()) -> pd.DataFrame:
+def run_summaries(records: pd.DataFrame, extra_keys: Sequence[str] = (),
+                  excluded: Mapping[str, Sequence[str]] | None = None) -> pd.DataFrame:
     """One row per run: "domain:<name>" means, then "DB-<n>", "Macro-<n>" and "Item-<n>" over its n benchmarks, and
     "Math-Heavy-<m>" (macro mean of the math benchmarks and GPQA-Diamond) when the records have those.
 
-    Every run must carry the same benchmarks, otherwise a shared "DB-12" column would average different things.
-    `extra_keys` are run-level columns of the records (campaign, regime, …) carried into the summary.
+    Every run must carry the same benchmarks, otherwise a shared "DB-12" column would average different things — except
+    the benchmarks `excluded` (model → names; dataflex_rl.stats.parse_flags) leaves out of all runs of a model, which
+    the summaries of that model skip and name in `excluded_benchmarks`. `extra_keys` are run-level columns of the
+    records (campaign, regime, …) carried into the summary.
     """
     validate_records(records)
+    excluded = {model: set(names) for model, names in (excluded or {}).items()}
     benchmarks = set(records["benchmark"])
+    keep = pd.Series([b not in excluded.get(m, ()) for m, b in zip(records["model"], records["benchmark"])],
+                     index=records.index, dtype=bool)
+    full_set = records
+    records = records[keep]
     held = records.groupby("run_id")["benchmark"].agg(set)
-    gaps = {run: sorted(benchmarks - have) for run, have in held.items() if have != benchmarks}
+    model_of = records.drop_duplicates("run_id").set_index("run_id")["model"]
+    gaps = {run: sorted(benchmarks - excluded.get(model_of[run], set()) - have) for run, have in held.items()
+            if have != benchmarks - excluded.get(model_of[run], set())}
     if gaps:
         raise ValueError(f"runs lack benchmarks that other runs have: {gaps}")
 
@@ -56,7 +66,7 @@ def run_summaries(records: pd.DataFrame, extra_keys: Sequence[str] = ()) -> pd.D
     summary[f"DB-{k}"] = per_domain.mean(axis=1)
     summary[f"Macro-{k}"] = records.groupby("run_id")["score"].mean()
     summary[f"Item-{k}"] = totals["correct"] / totals["n"]
-    heavy = math_heavy_benchmarks(records)
+    heavy = math_heavy_benchmarks(full_set)
     if heavy:
         heavy_scores = records[records["benchmark"].isin(heavy)].groupby("run_id")["score"]
         summary[f"Math-Heavy-{len(heavy)}"] = heavy_scores.mean()
@@ -66,6 +76,7 @@ def run_summaries(records: pd.DataFrame, extra_keys: Sequence[str] = ()) -> pd.D
     if varying:
         raise ValueError(f"extra keys {varying} vary within a run")
     runs = records.drop_duplicates("run_id").set_index("run_id")[RUN_KEYS[:-1] + extra]
-    out = runs.join(summary).reset_index()[RUN_KEYS + extra + list(summary.columns)]
+    runs = runs.assign(excluded_benchmarks=[", ".join(sorted(excluded.get(m, ()))) for m in runs["model"]])
+    out = runs.join(summary).reset_index()[RUN_KEYS + extra + ["excluded_benchmarks"] + list(summary.columns)]
     out["seed"] = out["seed"].astype("Int64")
     return out.sort_values(["model", "method", "seed"], na_position="first", ignore_index=True)
