@@ -15,8 +15,11 @@ _LOG_RATIO_CLAMP = 20.0
 
 
 def _require_finite(name: str, value: Tensor) -> None:
-    if not torch.isfinite(value).all():
-        raise FloatingPointError(f"GRPO {name} is not finite (NaN or inf); refusing to take the step")
+    bad = ~torch.isfinite(value)
+    if bad.any():
+        count = f"{int(bad.sum())} of {value.numel()} values NaN or inf"
+        detail = f"{float(value.detach()):g}" if value.numel() == 1 else count
+        raise FloatingPointError(f"GRPO {name} is not finite ({detail}); refusing to take the step")
 
 
 def group_advantages(rewards: Tensor, eps: float = 1e-6, normalize_by_std: bool = True) -> Tensor:

@@ -1,4 +1,8 @@
+# A quarantine file is a params path, not an output: Snakemake deletes a failed job's outputs, and the quarantined rows
+# must survive the threshold failure they cause so that the researcher can inspect them.
 rule corpus:
+    input:
+        files=[entry["path"] for entry in config["corpus"].get("files", [])],
     output:
         corpus="results/corpus/raw.parquet",
         audit="results/corpus/raw_audit.json",
@@ -6,6 +10,9 @@ rule corpus:
         sources=config["corpus"]["sources"],
         items_per_domain=config["corpus"]["items_per_domain"],
         seed=config["corpus"]["seed"],
+        files=config["corpus"].get("files", []),
+        validation=config.get("data_validation", {}).get("corpus", {}),
+        quarantine="results/corpus/quarantine.jsonl",
     log:
         "logs/corpus/corpus.log",
     conda:
@@ -18,11 +25,15 @@ rule benchmark_items:
     input:
         benchmark_file,
     output:
-        "results/benchmarks/{benchmark}.parquet",
+        parquet="results/benchmarks/{benchmark}.parquet",
+        audit="results/benchmarks/{benchmark}.audit.json",
     params:
         n_items=config["benchmarks"].get("items", 100),
         path=lambda wc: BENCHMARK_FILES.get(wc.benchmark),
+        hub_fallback=config["benchmarks"].get("hub_fallback", False),
         seed=config["benchmarks"].get("seed", 1000),
+        validation=config.get("data_validation", {}).get("benchmarks", {}),
+        quarantine=lambda wc: f"results/benchmarks/{wc.benchmark}.quarantine.jsonl",
     log:
         "logs/benchmarks/{benchmark}.log",
     conda:

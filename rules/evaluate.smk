@@ -12,6 +12,8 @@ else:
     SCORED = BENCHMARKS
 
 
+# A scoring job keeps each finished benchmark in results/scores/{model}/{run}/.state/ (not an output) until it
+# succeeds, so a retry copies those instead of rescoring them (dataflex_rl/evaluate/shards.py).
 rule score:
     input:
         benchmark_items=[f"results/benchmarks/{b}.parquet" for b in SCORED],

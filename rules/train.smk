@@ -27,7 +27,8 @@ rule train:
         weights="results/runs/{model}/{method}/seed{seed}/weights.pt",
         metrics="results/runs/{model}/{method}/seed{seed}/metrics.parquet",
     params:
-        # resumable state is not a declared output: Snakemake deletes the outputs of a failed job
+        # resumable state is not a declared output: Snakemake deletes the outputs of a failed job, and a retry or
+        # a Slurm requeue of this job resumes from the checkpoint here
         state_dir="results/runs/{model}/{method}/seed{seed}/state",
         model_config=lambda wc: config["models"][wc.model],
         template=lambda wc: TEMPLATE,

@@ -1,13 +1,24 @@
 from contextlib import redirect_stderr
 
-from dataflex_rl.atomic import write_parquet
+from dataflex_rl.atomic import write_json, write_parquet
+from dataflex_rl.benchmarks.loaders import local_source
 from dataflex_rl.tasks.corpus import benchmark_items
+from dataflex_rl.tasks.validation import ValidationSettings, validated_benchmark_items
 
 with open(snakemake.log[0], "w") as log, redirect_stderr(log):
-    items = benchmark_items(
+    path = local_source(snakemake.params.path, snakemake.params.hub_fallback)
+    items, audit = validated_benchmark_items(
+        lambda path: benchmark_items(
+            snakemake.wildcards.benchmark,
+            n_items=snakemake.params.n_items,
+            seed=snakemake.params.seed,
+            path=path,
+            hub_fallback=snakemake.params.hub_fallback,
+        ),
         snakemake.wildcards.benchmark,
-        n_items=snakemake.params.n_items,
-        seed=snakemake.params.seed,
-        path=snakemake.params.path,
+        path,
+        ValidationSettings.for_benchmarks(snakemake.params.validation),
+        snakemake.params.quarantine,
     )
-    write_parquet(snakemake.output[0], items)
+    write_parquet(snakemake.output.parquet, items)
+    write_json(snakemake.output.audit, audit)

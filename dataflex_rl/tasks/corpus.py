@@ -1,14 +1,20 @@
-"""Training corpus and benchmark item sets built from the registry, with exact de-duplication of prompts."""
+"""Training corpus and benchmark item sets built from the registry, with exact de-duplication of prompts, plus the
+researcher's own corpus files, validated row by row."""
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import pandas as pd
 
+from dataflex_rl.benchmarks.loaders import load_file_items, load_hub_items
 from dataflex_rl.tasks.registry import Benchmark, get_benchmark, get_source
 from dataflex_rl.tasks.sources import DOMAINS, generate_items
+from dataflex_rl.tasks.validation import (FILE_ANSWER_FORMATS, FileReport, KeptRows, ValidationSettings, as_text,
+                                          keep_valid, read_jsonl, settle)
 
 CORPUS_COLUMNS = ["id", "domain", "source", "prompt", "answer", "answer_format", "metadata"]
 
@@ -20,8 +26,75 @@ def drop_exact_duplicates(items: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     return items[keep].reset_index(drop=True), int((~keep).sum())
 
 
-def build_corpus(source_names: list[str], items_per_domain: int, seed: int) -> tuple[pd.DataFrame, dict]:
-    """Draw every source's share of its domain's budget, then drop exact duplicate prompts (generators repeat)."""
+@dataclass(frozen=True)
+class CorpusFile:
+    """A researcher's JSONL or parquet file of training rows (config `corpus.files`). `domain` and `answer_format`
+    apply to rows that do not carry their own; `source` defaults to the file's stem."""
+
+    path: str
+    source: str
+    domain: str | None = None
+    answer_format: str | None = None
+
+    @classmethod
+    def from_config(cls, entry: dict) -> "CorpusFile":
+        return cls(path=entry["path"], source=entry.get("source", Path(entry["path"]).stem),
+                   domain=entry.get("domain"), answer_format=entry.get("answer_format"))
+
+
+_FILE_PROMPT_COLUMNS = ("prompt", "question")
+_FILE_SUFFIXES = (".jsonl", ".parquet")
+
+
+def _file_records(path: Path, report: FileReport) -> list[tuple[int, dict]]:
+    """(1-based line or row number, record) of a corpus file; unreadable JSONL lines are quarantined by the reader."""
+    if path.suffix == ".jsonl":
+        return list(read_jsonl(path, report))
+    records = pd.read_parquet(path).to_dict("records")
+    report.rows_in += len(records)
+    return list(enumerate(records, start=1))
+
+
+def _metadata_value(value):
+    return value.tolist() if hasattr(value, "tolist") else str(value)
+
+
+def _file_item(spec: CorpusFile, line: int, record: dict) -> dict:
+    """A corpus row from a file record: text fields as text (None when absent), other columns into metadata."""
+    prompt_column = next((c for c in _FILE_PROMPT_COLUMNS if c in record), "prompt")
+    item_id = as_text(record.get("id"))
+    return {
+        "id": item_id if item_id is not None else f"{spec.path}:{line}",
+        "domain": as_text(record.get("domain")) or spec.domain,
+        "source": spec.source,
+        "prompt": as_text(record.get(prompt_column)),
+        "answer": as_text(record.get("answer")),
+        "answer_format": as_text(record.get("answer_format")) or spec.answer_format,
+        "metadata": json.dumps({k: v for k, v in record.items()
+                                if k not in (prompt_column, "answer", "id", "domain", "answer_format")},
+                               sort_keys=True, default=_metadata_value),
+    }
+
+
+def load_corpus_file(spec: CorpusFile, kept: KeptRows, settings: ValidationSettings) -> tuple[pd.DataFrame, FileReport]:
+    """A corpus file's valid rows (checked against `kept`, the rows already in the corpus) and its report."""
+    path = Path(spec.path)
+    if path.suffix not in _FILE_SUFFIXES:
+        raise ValueError(f"corpus.files: {spec.path} is neither JSONL nor parquet; use a .jsonl or .parquet file")
+    if not path.is_file():
+        raise FileNotFoundError(f"corpus.files: {spec.path} does not exist")
+    report = FileReport(spec.path)
+    items = [(line, _file_item(spec, line, record)) for line, record in _file_records(path, report)]
+    good = keep_valid(items, report, kept, FILE_ANSWER_FORMATS, settings.max_prompt_chars)
+    return pd.DataFrame([item for _, item in good], columns=CORPUS_COLUMNS), report
+
+
+def build_corpus(source_names: list[str], items_per_domain: int, seed: int, files: Sequence[dict] = (),
+                 settings: ValidationSettings = ValidationSettings.for_corpus({}),
+                 quarantine: str | None = None) -> tuple[pd.DataFrame, dict]:
+    """Draw every source's share of its domain's budget, drop exact duplicate prompts (generators repeat), then add
+    the rows of the researcher's `files` (config corpus.files) that pass validation; the others are written to
+    `quarantine` and counted, and a file over its threshold fails (see dataflex_rl.tasks.validation)."""
     sources = [get_source(name) for name in source_names]
     frames, audit = [], {"seed": seed, "items_per_domain": items_per_domain, "sources": {}}
     for domain in DOMAINS:
@@ -34,6 +107,15 @@ def build_corpus(source_names: list[str], items_per_domain: int, seed: int) -> t
                                              "kept": len(frame)}
     corpus, cross_dropped = drop_exact_duplicates(pd.concat(frames, ignore_index=True)[CORPUS_COLUMNS])
     audit["cross_source_duplicates_dropped"] = cross_dropped
+    specs = [CorpusFile.from_config(entry) for entry in files]
+    paths = [spec.path for spec in specs]
+    if len(set(paths)) < len(paths):
+        raise ValueError(f"corpus.files: a path is listed twice ({paths}); list each file once")
+    kept = KeptRows(set(corpus["id"]), set(corpus["prompt"].str.strip()))
+    loaded = [load_corpus_file(spec, kept, settings) for spec in specs]
+    audit.update(settle([report for _, report in loaded], settings, quarantine))
+    if loaded:
+        corpus = pd.concat([corpus] + [frame for frame, _ in loaded], ignore_index=True)
     audit["rows"] = len(corpus)
     audit["rows_per_domain"] = {d: int(n) for d, n in corpus["domain"].value_counts().sort_index().items()}
     return corpus, audit
@@ -48,43 +130,23 @@ def build_procedural_benchmark(benchmark: Benchmark, n_items: int, seed: int) ->
     return items
 
 
-_PROMPT_COLUMNS = ("prompt", "question", "problem", "input")
-_ANSWER_COLUMNS = ("answer", "target", "solution", "gold")
-
-
 def load_benchmark_file(benchmark: Benchmark, path: str | Path) -> pd.DataFrame:
-    """Read a local JSONL or parquet benchmark file into benchmark item rows (extra columns go into metadata)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"benchmark {benchmark.name!r}: file {path} does not exist")
-    raw = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_json(path, lines=True)
-    if raw.empty:
-        raise ValueError(f"benchmark {benchmark.name!r}: file {path} has no rows")
-    prompt_col = next((c for c in _PROMPT_COLUMNS if c in raw.columns), None)
-    answer_col = next((c for c in _ANSWER_COLUMNS if c in raw.columns), None)
-    if prompt_col is None or answer_col is None:
-        raise ValueError(f"benchmark {benchmark.name!r}: {path} needs a prompt column (one of {_PROMPT_COLUMNS}) "
-                         f"and an answer column (one of {_ANSWER_COLUMNS}); it has {list(raw.columns)}")
-    extra = [c for c in raw.columns if c not in (prompt_col, answer_col, "id")]
-    ids = raw["id"].astype(str) if "id" in raw.columns else pd.Series([f"{benchmark.name}-{i:06d}" for i in range(len(raw))])
-    return pd.DataFrame({
-        "benchmark": benchmark.name,
-        "id": ids.values,
-        "domain": benchmark.domain,
-        "source": benchmark.name,
-        "prompt": raw[prompt_col].astype(str).values,
-        "answer": raw[answer_col].astype(str).values,
-        "answer_format": benchmark.answer_format,
-        "metadata": [json.dumps(row, sort_keys=True, default=str) for row in raw[extra].to_dict("records")],
-    })
+    """A real benchmark's items from its local JSONL or parquet file, read in the benchmark's own schema
+    (dataflex_rl.benchmarks.loaders: a file without the native columns is an error naming them)."""
+    return load_file_items(benchmark, path)
 
 
-def benchmark_items(name: str, n_items: int, seed: int, path: str | Path | None = None) -> pd.DataFrame:
-    """A benchmark's items: drawn for a procedural stand-in, read from `path` for a real benchmark."""
+def benchmark_items(name: str, n_items: int, seed: int, path: str | Path | None = None,
+                    hub_fallback: bool = False) -> pd.DataFrame:
+    """A benchmark's items: drawn for a procedural stand-in; for a real benchmark read from `path`, or — when the
+    file is absent and `hub_fallback` is set — from the Hugging Face hub by the registry's dataset name."""
     benchmark = get_benchmark(name)
     if benchmark.procedural:
         return build_procedural_benchmark(benchmark, n_items, seed)
-    if path is None:
-        raise FileNotFoundError(f"benchmark {name!r} is a real benchmark: set benchmarks.files.{name} in the config "
-                                "to its local JSONL or parquet file")
-    return load_benchmark_file(benchmark, path)
+    if path is not None and (Path(path).is_file() or not hub_fallback):
+        return load_benchmark_file(benchmark, path)
+    if hub_fallback:
+        return load_hub_items(benchmark)
+    raise FileNotFoundError(f"benchmark {name!r} is a real benchmark: set benchmarks.files.{name} in the config "
+                            "to its local JSONL or parquet file, or benchmarks.hub_fallback: true to load it from "
+                            "the Hugging Face hub")

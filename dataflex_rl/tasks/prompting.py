@@ -1,11 +1,42 @@
-"""One prompt template for training and evaluation alike, so that what is trained is what is scored."""
+"""One prompt rendering for training and evaluation alike, so that what is trained is what is scored.
+
+A procedural item's question goes into the config's `prompt_template` (`{question}`); a real benchmark's item into
+its family's template (dataflex_rl.benchmarks.templates: the options, the answer instruction). The text is then sent
+as one user turn through the tokenizer's chat template when the tokenizer has one (instruct and Qwen2.5 base
+tokenizers do); the embedded tiny tokenizer has none, so its prompts are the template's text exactly.
+"""
 from __future__ import annotations
+
+from typing import Mapping
+
+from dataflex_rl.benchmarks.templates import user_message
+from dataflex_rl.tasks.registry import REGISTRY
+from dataflex_rl.verify.verifiers import item_metadata
 
 DEFAULT_TEMPLATE = "{question}\nAnswer:"
 
 
-def render_prompt(question: str, template: str = DEFAULT_TEMPLATE) -> str:
-    return template.format(question=question)
+def as_chat(text: str, tokenizer=None) -> str:
+    """`text` as a single user turn of the tokenizer's chat template, with the assistant's turn opened; `text`
+    itself when there is no tokenizer or it has no chat template."""
+    if tokenizer is None or not getattr(tokenizer, "chat_template", None):
+        return text
+    return tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
+                                         add_generation_prompt=True)
+
+
+def render_prompt(question: str, template: str = DEFAULT_TEMPLATE, tokenizer=None) -> str:
+    return as_chat(template.format(question=question), tokenizer)
+
+
+def render_item_prompt(item: Mapping, template: str = DEFAULT_TEMPLATE, tokenizer=None) -> str:
+    """A benchmark item's prompt: its real benchmark's family template (with the options from its metadata), or the
+    config `template` for a procedural item or a training row (which has no `benchmark`)."""
+    benchmark = REGISTRY.get(item.get("benchmark"))
+    if benchmark is None or benchmark.template is None:
+        return render_prompt(item["prompt"], template, tokenizer)
+    options = item_metadata(item).get("options") if benchmark.template == "multiple_choice" else None
+    return as_chat(user_message(benchmark.template, item["prompt"], options), tokenizer)
 
 
 def render_target(answer: str) -> str:

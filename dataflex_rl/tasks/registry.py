@@ -1,7 +1,9 @@
 """The benchmark registry: the embedded procedural stand-ins and the paper's 12 real benchmarks.
 
 Each embedded stand-in is also a training-corpus source (the corpus draws the same generators with another seed and is
-then decontaminated against the held-out benchmark items). The real benchmarks are read from local files.
+then decontaminated against the held-out benchmark items). The real benchmarks are read from local files in their own
+schema (dataflex_rl.benchmarks.loaders), or from the Hugging Face hub when the config allows it; docs/benchmarks.md
+lists their sources, sizes, templates and extractors.
 """
 from __future__ import annotations
 
@@ -11,8 +13,24 @@ from dataflex_rl.tasks.sources import DOMAINS, TaskSource
 
 
 @dataclass(frozen=True)
+class HubSource:
+    """A real benchmark on the Hugging Face hub: the dataset and the (configuration, split) parts concatenated in order;
+    `category` keeps only the rows of that MMLU-Pro category."""
+
+    name: str
+    parts: tuple[tuple[str | None, str], ...]
+    category: str | None = None
+
+
+@dataclass(frozen=True)
 class Benchmark:
-    """A scored evaluation set. `source` is set for procedural stand-ins; real ones are loaded from a local file."""
+    """A scored evaluation set. `source` is set for procedural stand-ins; a real one is read in its native `columns`
+    from a local file or the `hub`, and prompted with its `template` family (dataflex_rl.benchmarks.templates).
+
+    `size` is the number of items in the benchmark's source; `evaluated_size` the number the paper's authors scored,
+    as implied by their released records (every score is correct/n: see dataflex_rl.records_import). Where the two
+    differ the authors scored a seeded subset: `subset_seed` reproduces it (dataflex_rl.benchmarks.loaders).
+    """
 
     name: str
     domain: str
@@ -20,6 +38,11 @@ class Benchmark:
     stands_for: str
     size: int | None = None
     source: TaskSource | None = None
+    template: str | None = None
+    columns: tuple[str, ...] = ()
+    hub: HubSource | None = None
+    evaluated_size: int | None = None
+    subset_seed: int | None = None
 
     @property
     def procedural(self) -> bool:
@@ -57,21 +80,65 @@ EMBEDDED_BENCHMARKS = {
     for name, (src, real) in _EMBEDDED_SOURCES.items()
 }
 
+def _hub(name: str, *parts: tuple[str | None, str], category: str | None = None) -> HubSource:
+    return HubSource(name, tuple(parts), category)
+
+
+_BBH_SIZES = ("three", "five", "seven")
+
+# Sizes: `size` counts the source split; `evaluated_size` is what the authors' all_runs_171.csv implies (each column's
+# values are k/n·100 for integer k only at that n; records_import.infer_benchmark_size). BBH (750) and GPQA (198) are
+# printed at full precision, so n is exact; the others are printed to one decimal, where n is the smallest size that
+# fits every value: MATH-500 500, AIME 30, OlympiadBench 675, Minerva 272 (with round-half-even), K&K 200 (values are
+# all whole or half percents), ZebraLogic and both MMLU-Pro subjects 500 (all even tenths). GSM8K is ambiguous: one
+# decimal cannot tell any n ≥ 963 apart, so 1,319 is consistent with the records but not proven by them.
+# The authors' build scripts confirm K&K = the 7- and 8-person test files (100 each) and that ZebraLogic and the
+# MMLU-Pro subjects were sampled down to 500 with seed 42.
 PAPER_BENCHMARKS = {
     b.name: b
     for b in (
-        Benchmark("MATH-500", "math", "math", "MATH-500", 500),
-        Benchmark("AIME-2024", "math", "math", "AIME-2024", 30),
-        Benchmark("OlympiadBench", "math", "math", "OlympiadBench", 675),
-        Benchmark("Minerva-Math", "math", "math", "Minerva-Math", 272),
-        Benchmark("GSM8K", "math", "math", "GSM8K", 1319),
-        Benchmark("Knights&Knaves", "logic", "knights_knaves", "Knights&Knaves"),
-        Benchmark("BBH-logical-deduction", "logic", "exact", "BBH logical deduction", 750),
-        Benchmark("BBH-tracking-shuffled-objects", "logic", "exact", "BBH tracking shuffled objects", 750),
-        Benchmark("ZebraLogic", "logic", "multiple_choice", "ZebraLogic"),
-        Benchmark("MMLU-Pro-chemistry", "science", "multiple_choice", "MMLU-Pro chemistry", 1132),
-        Benchmark("MMLU-Pro-physics", "science", "multiple_choice", "MMLU-Pro physics", 1299),
-        Benchmark("GPQA-Diamond", "science", "multiple_choice", "GPQA-Diamond", 198),
+        Benchmark("MATH-500", "math", "math", "MATH-500", 500, template="math",
+                  columns=("problem", "answer", "unique_id"),
+                  hub=_hub("HuggingFaceH4/MATH-500", (None, "test")), evaluated_size=500),
+        Benchmark("AIME-2024", "math", "math", "AIME-2024", 30, template="math",
+                  columns=("problem", "answer", "id"),
+                  hub=_hub("HuggingFaceH4/aime_2024", (None, "train")), evaluated_size=30),
+        Benchmark("OlympiadBench", "math", "math", "OlympiadBench", 675, template="math",
+                  columns=("question", "final_answer", "id"),
+                  hub=_hub("Hothan/OlympiadBench", ("OE_TO_maths_en_COMP", "train")), evaluated_size=675),
+        Benchmark("Minerva-Math", "math", "math", "Minerva-Math", 272, template="math",
+                  columns=("question", "answer"),
+                  hub=_hub("math-ai/minervamath", (None, "test")), evaluated_size=272),
+        Benchmark("GSM8K", "math", "math", "GSM8K", 1319, template="math",
+                  columns=("question", "answer"),
+                  hub=_hub("openai/gsm8k", ("main", "test")), evaluated_size=1319),
+        Benchmark("Knights&Knaves", "logic", "knights_knaves", "Knights&Knaves", 200, template="knights_knaves",
+                  columns=("quiz", "names", "solution"),
+                  hub=_hub("K-and-K/knights-and-knaves", ("test", "7ppl"), ("test", "8ppl")), evaluated_size=200),
+        Benchmark("BBH-logical-deduction", "logic", "exact", "BBH logical deduction", 750, template="bbh",
+                  columns=("input", "target"),
+                  hub=_hub("lukaemon/bbh", *((f"logical_deduction_{n}_objects", "test") for n in _BBH_SIZES)),
+                  evaluated_size=750),
+        Benchmark("BBH-tracking-shuffled-objects", "logic", "exact", "BBH tracking shuffled objects", 750,
+                  template="bbh", columns=("input", "target"),
+                  hub=_hub("lukaemon/bbh", *((f"tracking_shuffled_objects_{n}_objects", "test") for n in _BBH_SIZES)),
+                  evaluated_size=750),
+        # allenai/ZebraLogicBench hides the answers; WildEval/ZebraLogic (the authors' source) carries them.
+        Benchmark("ZebraLogic", "logic", "multiple_choice", "ZebraLogic", 3259, template="multiple_choice",
+                  columns=("id", "puzzle", "question", "choices", "answer"),
+                  hub=_hub("WildEval/ZebraLogic", ("mc_mode", "test")), evaluated_size=500, subset_seed=42),
+        Benchmark("MMLU-Pro-chemistry", "science", "multiple_choice", "MMLU-Pro chemistry", 1132,
+                  template="multiple_choice", columns=("question", "options", "answer", "answer_index", "category"),
+                  hub=_hub("TIGER-Lab/MMLU-Pro", (None, "test"), category="chemistry"),
+                  evaluated_size=500, subset_seed=42),
+        Benchmark("MMLU-Pro-physics", "science", "multiple_choice", "MMLU-Pro physics", 1299,
+                  template="multiple_choice", columns=("question", "options", "answer", "answer_index", "category"),
+                  hub=_hub("TIGER-Lab/MMLU-Pro", (None, "test"), category="physics"),
+                  evaluated_size=500, subset_seed=42),
+        Benchmark("GPQA-Diamond", "science", "multiple_choice", "GPQA-Diamond", 198, template="multiple_choice",
+                  columns=("Question", "Correct Answer", "Incorrect Answer 1", "Incorrect Answer 2",
+                           "Incorrect Answer 3"),
+                  hub=_hub("Idavidrein/gpqa", ("gpqa_diamond", "train")), evaluated_size=198),
     )
 }
 

@@ -1,8 +1,10 @@
 """Verifiers: one per answer format, each reporting whether it parsed an answer at all, separately from correctness.
 
 Formats: `procedural` (reasoning-gym's own scorer; reward 1 only at full credit, since `score_answer` gives partial
-credit to near-misses such as " 2" or "2.0"), `multiple_choice` (a lettered option), `math` (math-verify equivalence),
-`exact` (normalised string equality, BBH targets) and `knights_knaves` (the set of knight/knave assignments).
+credit to near-misses such as " 2" or "2.0"), `multiple_choice` (an option, by letter or by its text), `math`
+(math-verify equivalence of the final answer, with an exact-text fallback for answers math-verify cannot read),
+`exact` (BBH targets: "(A)" also as "A" or the option's text; other targets by normalised text) and
+`knights_knaves` (the set of knight/knave assignments). The extraction rules are in dataflex_rl.verify.extract.
 """
 from __future__ import annotations
 
@@ -11,6 +13,9 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable, Mapping
+
+from dataflex_rl.verify.extract import (answer_candidates, extract_choice, final_answer_text,
+                                        knights_knaves_assignments, plain, stated_assignments)
 
 FULL_CREDIT = 1.0
 
@@ -21,13 +26,12 @@ class Verdict:
     correct: bool
 
 
-def final_answer_text(response: str) -> str:
-    """The model's final answer: text after the last 'Answer:' marker (if any), first non-empty line, stripped."""
-    tail = re.split(r"(?i)\banswer\s*:", response)[-1]
-    for line in tail.splitlines():
-        if line.strip():
-            return line.strip()
-    return ""
+def item_metadata(item: Mapping) -> dict:
+    """An item's metadata as a dict (stored as JSON text in the parquet files; absent in hand-made items)."""
+    metadata = item.get("metadata")
+    if isinstance(metadata, str):
+        return json.loads(metadata) if metadata else {}
+    return dict(metadata or {})
 
 
 @lru_cache(maxsize=None)
@@ -41,60 +45,77 @@ def verify_procedural(response: str, item: Mapping) -> Verdict:
     answer = final_answer_text(response)
     if not answer:
         return Verdict(parsed=False, correct=False)
-    metadata = json.loads(item["metadata"]) if isinstance(item["metadata"], str) else item["metadata"]
+    metadata = item_metadata(item)
     entry = {"question": item["prompt"], "answer": item["answer"], "metadata": metadata}
     score = _reasoning_gym_scorer(metadata["source_dataset"])(answer, entry)
     return Verdict(parsed=True, correct=score is not None and float(score) >= FULL_CREDIT)
 
 
-_STATED_CHOICE = re.compile(r"(?i)answer\s+is\s*:?\s*\(?([A-J])\)?(?![A-Za-z])")
-_LEADING_CHOICE = re.compile(r"^\(?([A-J])\)?(?:[.):\s]|$)")
-
-
-def extract_choice(response: str) -> str | None:
-    """The chosen option letter, from 'B', '(B)', 'B) 3500', 'B.' or 'The answer is (B).'; None if there is none."""
-    stated = _STATED_CHOICE.search(response)
-    if stated:
-        return stated.group(1).upper()
-    leading = _LEADING_CHOICE.match(final_answer_text(response))
-    return leading.group(1).upper() if leading else None
+def _options(item: Mapping) -> list[str] | None:
+    metadata = item_metadata(item)
+    options = metadata.get("options", metadata.get("choices"))
+    return [str(o) for o in options] if options else None
 
 
 def verify_multiple_choice(response: str, item: Mapping) -> Verdict:
-    letter = extract_choice(response)
+    letter = extract_choice(response, _options(item))
     return Verdict(parsed=letter is not None, correct=letter == str(item["answer"]).strip().upper())
 
 
-def verify_math(response: str, item: Mapping) -> Verdict:
-    from math_verify import parse, verify
+def math_values(text: str) -> list:
+    """math-verify's reading of `text` as mathematics (its raw-text fallback left out); [] if it finds none."""
+    from math_verify import parse
 
-    predicted = parse(response)
-    if not predicted:
+    delimited = any(mark in text for mark in ("$", "\\(", "\\[", "\\boxed"))
+    return [value for value in parse(text if delimited else f"${text}$") if not isinstance(value, str)]
+
+
+def math_answer(response: str) -> str | None:
+    """The final answer of a math response: the last \\boxed{}, else the last 'the answer is ...', else the response
+    itself when it is one line that math-verify reads as mathematics ('0.5', '\\frac12'); None otherwise."""
+    for text, how in answer_candidates(response):
+        if how != "bare" or math_values(text):
+            return text
+    return None
+
+
+def verify_math(response: str, item: Mapping) -> Verdict:
+    from math_verify import verify
+
+    answer = math_answer(response)
+    if answer is None:
         return Verdict(parsed=False, correct=False)
-    gold = parse(f"${item['answer']}$")
-    return Verdict(parsed=True, correct=bool(gold) and bool(verify(gold, predicted)))
+    gold = str(item["answer"])
+    gold_values, predicted = math_values(gold), math_values(answer)
+    equivalent = bool(gold_values and predicted and verify(gold_values, predicted))
+    return Verdict(parsed=True, correct=equivalent or plain(answer) == plain(gold))
 
 
 def _normalise_target(text: str) -> str:
     return re.sub(r"\s+", " ", text.strip().strip(".").strip()).casefold()
 
 
+_LETTER_TARGET = re.compile(r"\(([A-J])\)")
+
+
 def verify_exact(response: str, item: Mapping) -> Verdict:
-    answer = final_answer_text(response)
-    return Verdict(parsed=bool(answer), correct=bool(answer) and _normalise_target(answer) == _normalise_target(item["answer"]))
-
-
-_ASSIGNMENT = re.compile(r"\b([A-Z][a-z]+)\s+is\s+an?\s+(knight|knave)\b", re.IGNORECASE)
-
-
-def knights_knaves_assignments(text: str) -> dict[str, str]:
-    """{'Zoey': 'knight', ...} from sentences such as 'Zoey is a knight, and Oliver is a knave'."""
-    return {name.capitalize(): role.lower() for name, role in _ASSIGNMENT.findall(text)}
+    """A lettered target "(A)" matches "(A)", "A" or option A's text; any other target its normalised text."""
+    gold = str(item["answer"]).strip()
+    letter_target = _LETTER_TARGET.fullmatch(gold)
+    if letter_target:
+        letter = extract_choice(response, _options(item))
+        return Verdict(parsed=letter is not None, correct=letter == letter_target.group(1))
+    candidates = [text for text, _ in answer_candidates(response)]
+    answer = next(iter(candidates), None) or final_answer_text(response)
+    return Verdict(parsed=bool(answer), correct=bool(answer) and _normalise_target(answer) == _normalise_target(gold))
 
 
 def verify_knights_knaves(response: str, item: Mapping) -> Verdict:
-    predicted = knights_knaves_assignments(response)
-    return Verdict(parsed=bool(predicted), correct=bool(predicted) and predicted == knights_knaves_assignments(item["answer"]))
+    """Correct iff every person's stated role (the last one after the response's conclusion) is the gold role."""
+    names = item_metadata(item).get("names") or list(knights_knaves_assignments(str(item["answer"])))
+    gold = knights_knaves_assignments(str(item["answer"]), names)
+    predicted = stated_assignments(response, names)
+    return Verdict(parsed=bool(predicted), correct=bool(predicted) and predicted == gold)
 
 
 VERIFIERS: dict[str, Callable[[str, Mapping], Verdict]] = {

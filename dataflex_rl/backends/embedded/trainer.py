@@ -1,12 +1,23 @@
 """The embedded GRPO trainer: K seeded rollouts per prompt, verifiable rewards, the shared data policies and one
 optimiser step per batch (ppo_mini_batch_size == train_batch_size, so old log-probs equal the current ones).
 
-Everything that makes the run resumable — model, optimiser, sampling generator, prompt stream, mixture state and the
-metrics so far — is written atomically into one checkpoint file every `checkpoint_every` steps.
+Everything that makes the run resumable — model, optimiser, the sampling generator and torch's global RNG, prompt
+stream (with its domain RNG), mixture state and the metrics so far — is written atomically into one checkpoint file
+every `checkpoint_every` steps, so a run killed at any point and rerun ends bit-identical to an uninterrupted one
+(tests/test_fault_injection.py kills it for real at each point of `dataflex_rl.faults`). No code path of a step draws
+from Python's or numpy's global RNG: the prompt stream owns its `random.Random`s and the matched-random control of a
+selection derives its generator from the seed and the batch's prompt ids.
+
+A batch whose rewards, advantages, loss or gradient norm is not finite stops the run with a FloatingPointError before
+its update is applied, after checkpointing the state before that step.
 """
 from __future__ import annotations
 
 import copy
+import glob
+import hashlib
+import json
+import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -17,6 +28,7 @@ from tqdm import tqdm
 
 from dataflex_rl import grpo
 from dataflex_rl.config import MethodSpec
+from dataflex_rl.faults import FaultPlan
 from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.atomic import atomic_path, write_parquet
 from dataflex_rl.backends.embedded.generation import decode, response_texts
@@ -34,6 +46,30 @@ def _rewards(responses: list[str], items: list[dict], rollouts: int) -> torch.Te
     return torch.tensor(values, dtype=torch.float32).view(-1, rollouts)
 
 
+def _inputs_digest(model: torch.nn.Module, items: list[dict], template: str) -> str:
+    """sha256 of the base weights, the corpus and the template: a checkpoint is resumed only on the inputs it began."""
+    digest = hashlib.sha256()
+    for name, tensor in model.state_dict().items():
+        digest.update(name.encode())
+        digest.update(tensor.detach().contiguous().numpy().tobytes())
+    digest.update(json.dumps([items, template], sort_keys=True, default=str).encode())
+    return digest.hexdigest()
+
+
+def _batch_health(rewards: torch.Tensor, token_mask: torch.Tensor) -> dict[str, str]:
+    """The batch statistics a numerical error reports; the later ones are filled in as the step computes them."""
+    spread = rewards.std(dim=1, correction=0)
+    return {
+        "mean reward": f"{float(rewards.mean()):.4g}",
+        "group reward std min/mean/max": "/".join(f"{float(v):.3g}" for v in (spread.min(), spread.mean(),
+                                                                               spread.max())),
+        "mean response length": f"{float(token_mask.sum(-1).mean()):.4g}",
+        "kept fraction": "not reached",
+        "loss": "not reached",
+        "grad norm": "not reached",
+    }
+
+
 class EmbeddedGRPOTrainer:
     def __init__(self, base_dir: str | Path, corpus: pd.DataFrame, method: MethodSpec, seed: int,
                  settings: GRPOSettings, template: str):
@@ -42,7 +78,8 @@ class EmbeddedGRPOTrainer:
         self.reference = copy.deepcopy(self.model).requires_grad_(False)
         self.items = corpus.to_dict("records")
         self.prompt_tokens = encode_prompts(tokenizer=self.tokenizer,
-                                            prompts=[render_prompt(i["prompt"], template) for i in self.items])
+                                            prompts=[render_prompt(i["prompt"], template, self.tokenizer)
+                                                     for i in self.items])
         self.stream = PromptStream([i["domain"] for i in self.items], seed)
         if method.family == "mixture":
             self.response_policy = build_response_policy("baseline", {})
@@ -55,20 +92,37 @@ class EmbeddedGRPOTrainer:
         self.generator = torch.Generator().manual_seed(seed)
         self.step = 0
         self.metrics: list[dict] = []
+        self.fault = FaultPlan.from_environment()
+        self.inputs = _inputs_digest(self.model, self.items, template)
 
     # --- checkpoints -------------------------------------------------------------------------------------------
+    def _draw_state(self) -> dict:
+        """What a step consumes besides the model and the optimiser: the RNGs, the prompt stream and the mixture."""
+        return {
+            "generator": self.generator.get_state(),
+            "torch_rng": torch.get_rng_state(),
+            "stream": self.stream.state_dict(),
+            "mixture": self.mixture.state_dict() if self.mixture else None,
+        }
+
+    def _load_draw_state(self, state: dict) -> None:
+        self.generator.set_state(state["generator"])
+        torch.set_rng_state(state["torch_rng"])
+        self.stream.load_state_dict(state["stream"])
+        if self.mixture:
+            self.mixture.load_state_dict(state["mixture"])
+
     def state_dict(self) -> dict:
         return {
             "step": self.step,
             "model": self.model.state_dict(),
             "optimiser": self.optimiser.state_dict(),
-            "generator": self.generator.get_state(),
-            "stream": self.stream.state_dict(),
-            "mixture": self.mixture.state_dict() if self.mixture else None,
+            **self._draw_state(),
             "metrics": self.metrics,
             "settings": asdict(self.settings),
             "method": asdict(self.method),
             "seed": self.seed,
+            "inputs": self.inputs,
         }
 
     @staticmethod
@@ -77,8 +131,12 @@ class EmbeddedGRPOTrainer:
         return method, seed, {k: v for k, v in settings.items() if k != "steps"}
 
     def save_checkpoint(self, path: Path) -> None:
-        with atomic_path(path) as tmp:
-            torch.save(self.state_dict(), tmp)
+        self.save_atomically(self.state_dict(), path, fault_point="checkpoint_write")
+
+    def save_atomically(self, obj, path: Path, fault_point: str) -> None:
+        """torch.save through `atomic_path`; `fault_point` names the write for `dataflex_rl.faults`."""
+        with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+            torch.save(obj, self.fault.writer(handle, fault_point, self.step))
 
     def load_checkpoint(self, path: Path) -> None:
         state = torch.load(path, weights_only=False)
@@ -86,12 +144,12 @@ class EmbeddedGRPOTrainer:
                 asdict(self.method), self.seed, asdict(self.settings)):
             raise ValueError(f"checkpoint {path} belongs to another configuration "
                              f"({state['method']['name']}, seed {state['seed']}); delete it to start over")
+        if state.get("inputs") != self.inputs:
+            raise ValueError(f"checkpoint {path} was trained from another base model, corpus or prompt template "
+                             f"(inputs {str(state.get('inputs'))[:12]}, now {self.inputs[:12]}); delete it to start over")
         self.model.load_state_dict(state["model"])
         self.optimiser.load_state_dict(state["optimiser"])
-        self.generator.set_state(state["generator"])
-        self.stream.load_state_dict(state["stream"])
-        if self.mixture:
-            self.mixture.load_state_dict(state["mixture"])
+        self._load_draw_state(state)
         self.metrics = list(state["metrics"])
         self.step = int(state["step"])
 
@@ -110,26 +168,38 @@ class EmbeddedGRPOTrainer:
         groups, rollouts = rewards.shape
         shape = (groups, rollouts, -1)
         token_mask = rollout.response_mask.float().view(shape)
+        health = _batch_health(rewards, token_mask)
+        self.fault.reached("after_rollouts", self.step)
 
-        self.model.train()
-        tokens = (rollout.prompt_ids, rollout.prompt_mask, rollout.response_ids, rollout.response_mask)
-        logp = response_logprobs(self.model, *tokens, repeats=s.rollouts).view(shape)
-        with torch.no_grad():
-            ref_logp = response_logprobs(self.reference, *tokens, repeats=s.rollouts).view(shape)
-        old_logp = logp.detach()
-        advantages = grpo.group_advantages(rewards)[..., None] * token_mask
-        batch = GroupBatch(rewards=rewards, lengths=token_mask.sum(-1), token_mask=token_mask, advantages=advantages,
-                           old_logprobs=old_logp, domains=tuple(i["domain"] for i in items),
-                           prompt_ids=tuple(i["id"] for i in items))
-        weights = self.response_policy.weigh(batch)
-        used_advantages = weights.advantages if weights.advantages is not None else advantages
-        loss, stats = grpo.grpo_loss(logp, old_logp, ref_logp, used_advantages, token_mask, weights.pg, weights.kl,
-                                     kl_coef=s.kl_coef, clip_low=s.clip_low, clip_high=s.clip_high, kl_kind=s.kl_kind)
-        self.optimiser.zero_grad()
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), s.grad_clip)
-        if not torch.isfinite(grad_norm):
-            raise FloatingPointError(f"step {self.step}: non-finite gradient norm (mean reward {float(rewards.mean()):.3f})")
+        try:
+            if not torch.isfinite(rewards).all():
+                raise FloatingPointError(f"{int((~torch.isfinite(rewards)).sum())} rewards are not finite")
+            self.model.train()
+            tokens = (rollout.prompt_ids, rollout.prompt_mask, rollout.response_ids, rollout.response_mask)
+            logp = response_logprobs(self.model, *tokens, repeats=s.rollouts).view(shape)
+            with torch.no_grad():
+                ref_logp = response_logprobs(self.reference, *tokens, repeats=s.rollouts).view(shape)
+            old_logp = logp.detach()
+            advantages = grpo.group_advantages(rewards)[..., None] * token_mask
+            batch = GroupBatch(rewards=rewards, lengths=token_mask.sum(-1), token_mask=token_mask,
+                               advantages=advantages, old_logprobs=old_logp, domains=tuple(i["domain"] for i in items),
+                               prompt_ids=tuple(i["id"] for i in items))
+            weights = self.response_policy.weigh(batch)
+            health["kept fraction"] = f"{weights.kept_fraction:.4g}"
+            used_advantages = weights.advantages if weights.advantages is not None else advantages
+            loss, stats = grpo.grpo_loss(logp, old_logp, ref_logp, used_advantages, token_mask, weights.pg,
+                                         weights.kl, kl_coef=s.kl_coef, clip_low=s.clip_low, clip_high=s.clip_high,
+                                         kl_kind=s.kl_kind)
+            health["loss"] = f"{float(loss.detach()):.4g}"
+            self.optimiser.zero_grad()
+            loss.backward()
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), s.grad_clip)
+            health["grad norm"] = f"{float(grad_norm):.4g}"
+            if not torch.isfinite(grad_norm):
+                raise FloatingPointError("the gradient norm is not finite")
+        except FloatingPointError as error:
+            summary = ", ".join(f"{name} {value}" for name, value in health.items())
+            raise FloatingPointError(f"step {self.step}: {error}. Batch: {summary}") from error
         self.optimiser.step()
         if self.mixture:
             self.mixture.observe(batch)
@@ -154,19 +224,42 @@ class EmbeddedGRPOTrainer:
         self.step += 1
         return record
 
+    def _refused(self, error: FloatingPointError, before: dict, checkpoint: Path) -> None:
+        """Checkpoint the last good state after a step refused a non-finite batch, and say so on the error.
+
+        The refusal comes before the optimiser step, so the model and optimiser are untouched, and rewinding what the
+        step drew restores the state before it exactly: a rerun with the cause fixed resumes from there, and a retry
+        with the cause still present fails again at once instead of repeating the steps since the last checkpoint.
+        """
+        self._load_draw_state(before)
+        self.save_checkpoint(checkpoint)
+        error.add_note(f"The update was not applied; {checkpoint} holds the state before step {self.step}, and a "
+                       "rerun resumes from it.")
+
     def train(self, state_dir: Path, progress: bool = True) -> pd.DataFrame:
         """Run (or resume) to `settings.steps`; returns the per-step metrics."""
         checkpoint = Path(state_dir) / "checkpoint.pt"
+        remove_partial_writes(checkpoint)
         if checkpoint.exists():
             self.load_checkpoint(checkpoint)
+            print(f"resuming from step {self.step} of {checkpoint}", file=sys.stderr)
         bar = tqdm(total=self.settings.steps, initial=self.step, desc=f"GRPO {self.method.name} seed {self.seed}",
                    disable=not progress, mininterval=5)
         while self.step < self.settings.steps:
-            self.metrics.append(self.train_step())
+            self.fault.reached("step_start", self.step)
+            before = self._draw_state()
+            try:
+                record = self.train_step()
+            except FloatingPointError as error:
+                self._refused(error, before, checkpoint)
+                raise
+            self.metrics.append(record)
+            self.fault.reached("after_optimiser_step", self.step)
             bar.update(1)
             bar.set_postfix(reward=f"{self.metrics[-1]['mean_reward']:.3f}", refresh=False)
             if self.step % self.settings.checkpoint_every == 0 or self.step == self.settings.steps:
                 self.save_checkpoint(checkpoint)
+                self.fault.reached("after_checkpoint", self.step)
         bar.close()
         return pd.DataFrame(self.metrics)
 
@@ -180,6 +273,14 @@ def train_run(base_dir, corpus_path, method: MethodSpec, seed: int, settings: GR
     metrics = trainer.train(Path(state_dir), progress=progress)
     metrics.insert(0, "method", method.name)
     metrics.insert(1, "seed", seed)
-    with atomic_path(out_weights) as tmp:
-        torch.save(trainer.model.state_dict(), tmp)
+    for output in (out_weights, out_metrics):
+        remove_partial_writes(Path(output))
+    trainer.save_atomically(trainer.model.state_dict(), Path(out_weights), fault_point="final_weights")
+    trainer.fault.reached("after_final_weights", trainer.step)
     write_parquet(out_metrics, metrics)
+
+
+def remove_partial_writes(path: Path) -> None:
+    """Delete temporary files that a killed `atomic_path` write of `path` left beside it (named `.<name>.*`)."""
+    for leftover in path.parent.glob(f".{glob.escape(path.name)}.*"):
+        leftover.unlink(missing_ok=True)

@@ -1,0 +1,76 @@
+"""Fault injection for the resume tests: `DATAFLEX_FAULT=<point>:<step>` kills a training run at a named point.
+
+The trainer reads the variable once per run. At the matching point and step the process sends itself SIGKILL: no
+`finally`, atexit or signal handler runs, exactly as when a cluster preempts a job or the kernel kills it for memory.
+With the variable unset a point costs one tuple comparison.
+
+`step` is the trainer's step counter at that moment (the number of optimiser steps completed), so `after_rollouts:0`
+kills the first step before any checkpoint exists. Points, in the order a run passes them:
+
+  step_start            before the step draws its prompts
+  after_rollouts        rollouts sampled and rewarded; no loss, no optimiser step yet
+  after_optimiser_step  the update applied and its metrics recorded; the checkpoint not yet written
+  checkpoint_write      in the middle of writing the checkpoint's temporary file (before it is synced and renamed)
+  after_checkpoint      the checkpoint renamed into place
+  final_weights         in the middle of writing the final weights' temporary file
+  after_final_weights   the final weights in place; the metrics file not yet written
+"""
+from __future__ import annotations
+
+import os
+import signal
+from dataclasses import dataclass
+from typing import BinaryIO
+
+ENV = "DATAFLEX_FAULT"
+POINTS = ("step_start", "after_rollouts", "after_optimiser_step", "checkpoint_write", "after_checkpoint",
+          "final_weights", "after_final_weights")
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    """Where to kill the process; the default plan never fires."""
+
+    point: str | None = None
+    step: int = -1
+
+    @classmethod
+    def from_environment(cls) -> "FaultPlan":
+        text = os.environ.get(ENV, "")
+        if not text:
+            return cls()
+        point, _, step = text.partition(":")
+        if point not in POINTS or not step.isdigit():
+            raise ValueError(f"{ENV}={text!r} is not <point>:<step>; point is one of {', '.join(POINTS)} and step a "
+                             f"non-negative integer, e.g. {ENV}=after_rollouts:0 (or unset it)")
+        return cls(point, int(step))
+
+    def reached(self, point: str, step: int) -> None:
+        """SIGKILL this process if the plan names `point` at `step`."""
+        if (point, step) == (self.point, self.step):
+            _kill()
+
+    def writer(self, handle: BinaryIO, point: str, step: int) -> BinaryIO:
+        """`handle` itself, or, where the plan names `point` at `step`, a handle whose writer dies mid-file."""
+        return _DiesMidWrite(handle) if (point, step) == (self.point, self.step) else handle
+
+
+def _kill() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+class _DiesMidWrite:
+    """Passes the first write through to disk, then dies on the second: a truncated file, as a kill mid-write leaves."""
+
+    def __init__(self, handle: BinaryIO):
+        self._handle, self._writes = handle, 0
+
+    def write(self, data: bytes) -> int:
+        if self._writes:
+            self._handle.flush()
+            _kill()
+        self._writes += 1
+        return self._handle.write(data)
+
+    def flush(self) -> None:
+        self._handle.flush()

@@ -1,0 +1,280 @@
+"""Row validation for data files (training corpora, benchmark items): a bad row is quarantined, never silently dropped.
+
+Every row read from a file is either kept or quarantined with a reason code (`REASONS`), so for each file
+rows_in = rows_kept + rows_quarantined. Quarantined rows go to a JSONL file beside the rule's outputs, with the file, the
+1-based line (JSONL) or row (parquet) number, the reason, a detail and the row (as built from the file, its other
+columns in metadata; an unreadable line as its text). The quarantine file is not a declared output: Snakemake deletes a failed job's outputs, and the rows must survive the failure they caused. A file
+whose quarantined share exceeds the configured fraction, or that keeps no row at all, fails the job naming the file,
+the counts per reason, the threshold's config key and the quarantine file.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import numbers
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Collection, Iterator, Mapping
+
+import pandas as pd
+
+from dataflex_rl.atomic import write_text
+from dataflex_rl.tasks.sources import DOMAINS
+from dataflex_rl.verify.verifiers import (VERIFIERS, _normalise_target, extract_choice, item_metadata,
+                                          knights_knaves_assignments, math_values)
+
+# The reason codes a quarantined row can carry (docs/refusals.md shows an example and the detail text of each).
+REASONS = ("invalid_utf8", "malformed_json", "missing_prompt", "missing_answer", "duplicate_id", "duplicate_prompt",
+           "unknown_domain", "unknown_answer_format", "unparseable_answer", "prompt_too_long")
+
+# Formats a training corpus file may declare; `procedural` belongs to the generators (its scorer needs their metadata).
+FILE_ANSWER_FORMATS = ("math", "multiple_choice", "exact", "knights_knaves")
+CORPUS_MAX_QUARANTINE_FRACTION = 0.05
+# A benchmark that loses an item changes its denominator: by default any quarantined benchmark row fails the job.
+BENCHMARK_MAX_QUARANTINE_FRACTION = 0.0
+
+
+class DataValidationError(ValueError):
+    """A data file has more bad rows than its threshold allows, or no usable row."""
+
+
+@dataclass(frozen=True)
+class ValidationSettings:
+    """The quarantine threshold (a fraction of one file's rows), the config key that sets it, the prompt length cap."""
+
+    max_quarantine_fraction: float
+    threshold_key: str
+    max_prompt_chars: int | None = None
+
+    @classmethod
+    def for_corpus(cls, section: Mapping) -> "ValidationSettings":
+        """From the config section `data_validation.corpus`."""
+        return cls(section.get("max_quarantine_fraction", CORPUS_MAX_QUARANTINE_FRACTION),
+                   "data_validation.corpus.max_quarantine_fraction", section.get("max_prompt_chars"))
+
+    @classmethod
+    def for_benchmarks(cls, section: Mapping) -> "ValidationSettings":
+        """From the config section `data_validation.benchmarks`."""
+        return cls(section.get("max_quarantine_fraction", BENCHMARK_MAX_QUARANTINE_FRACTION),
+                   "data_validation.benchmarks.max_quarantine_fraction")
+
+
+@dataclass
+class FileReport:
+    """One data file's tally: how many rows were read and which were quarantined, why."""
+
+    path: str
+    rows_in: int = 0
+    quarantined: list[dict] = field(default_factory=list)
+
+    def quarantine(self, line: int | None, reason: str, detail: str, row, item_id: str | None = None) -> None:
+        assert reason in REASONS, reason
+        self.quarantined.append({"file": self.path, "line": line, "id": item_id, "reason": reason, "detail": detail,
+                                 "row": row})
+
+    def by_reason(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for record in self.quarantined:
+            counts[record["reason"]] = counts.get(record["reason"], 0) + 1
+        return dict(sorted(counts.items()))
+
+    def summary(self) -> dict:
+        return {"rows_in": self.rows_in, "rows_kept": self.rows_in - len(self.quarantined),
+                "rows_quarantined": len(self.quarantined), "quarantined_by_reason": self.by_reason()}
+
+
+def read_jsonl(path: Path, report: FileReport) -> Iterator[tuple[int, dict]]:
+    """(line number, object) for every readable line; an undecodable or malformed line is quarantined, not fatal.
+
+    The file is read as bytes: a text reader would stop at the first bad byte (or mangle it) and lose the line number.
+    Blank lines are not rows.
+    """
+    for number, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        report.rows_in += 1
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            report.quarantine(number, "invalid_utf8", f"byte {error.start}: {error.reason}",
+                              raw.decode("utf-8", "backslashreplace"))
+            continue
+        try:
+            record = json.loads(text)
+        except json.JSONDecodeError as error:
+            report.quarantine(number, "malformed_json", f"column {error.colno}: {error.msg}", text)
+            continue
+        if not isinstance(record, dict):
+            report.quarantine(number, "malformed_json", f"a JSON {type(record).__name__}, not an object", text)
+            continue
+        yield number, record
+
+
+def as_text(value) -> str | None:
+    """A field's text: strings as they are, numbers written out (JSON golds are often numbers), else None."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, numbers.Number) and not isinstance(value, bool) and not math.isnan(value):
+        return str(value)
+    return None
+
+
+_OPTION_LINE = re.compile(r"^\s*\(?([A-J])[).:]\s", re.MULTILINE)
+_LETTERS = "ABCDEFGHIJ"
+
+
+def option_letters(item: Mapping) -> str:
+    """The item's option letters: from a metadata `options`/`choices` list (real benchmarks keep their options
+    there), else from the prompt's lettered lines ('A) ...', as the science generator writes them)."""
+    metadata = item_metadata(item)
+    options = metadata.get("options", metadata.get("choices"))
+    if isinstance(options, list) and options:
+        return _LETTERS[: len(options)]
+    return "".join(sorted(set(_OPTION_LINE.findall(item["prompt"]))))
+
+
+def gold_problem(item: Mapping) -> str | None:
+    """Why the gold answer cannot be read in the item's answer format, or None. A math gold must hold a value that
+    math-verify reads as mathematics (not only its raw-text fallback), or the verifier can only compare strings."""
+    answer, fmt = item["answer"], item["answer_format"]
+    if fmt == "math" and not math_values(answer):
+        return f"math-verify finds no expression in {answer!r}"
+    if fmt == "multiple_choice":
+        letter, letters = extract_choice(answer), option_letters(item)
+        if letter is None:
+            return f"{answer!r} is not an option letter"
+        if answer.strip() != letter:
+            return f"write the gold as the bare letter {letter!r} (the verifier compares letters), not {answer!r}"
+        if not letters:
+            return "no options found (a metadata options/choices list or lettered 'A) ...' lines in the prompt)"
+        if letter not in letters:
+            return f"gold letter {letter!r} is not among the item's options {', '.join(letters)}"
+    if fmt == "knights_knaves" and not knights_knaves_assignments(answer, item_metadata(item).get("names")):
+        return f"no 'X is a knight/knave' assignment in {answer!r}"
+    if fmt == "exact" and not _normalise_target(answer):
+        return f"{answer!r} is empty after normalisation"
+    return None
+
+
+def item_problem(item: Mapping, formats: Collection[str], max_prompt_chars: int | None = None) -> tuple[str, str] | None:
+    """The first reason (code, detail) this item cannot be used, or None. `item` has text or None in prompt/answer."""
+    if not (item["prompt"] or "").strip():
+        return "missing_prompt", "the prompt is missing or empty"
+    if not (item["answer"] or "").strip():
+        return "missing_answer", "the gold answer is missing or empty"
+    if item["domain"] not in DOMAINS:
+        return "unknown_domain", f"domain {item['domain']!r}; use one of {', '.join(DOMAINS)}"
+    if item["answer_format"] not in formats:
+        return "unknown_answer_format", f"answer_format {item['answer_format']!r}; use one of {', '.join(formats)}"
+    if max_prompt_chars is not None and len(item["prompt"]) > max_prompt_chars:
+        return "prompt_too_long", f"{len(item['prompt'])} characters > {max_prompt_chars}"
+    problem = gold_problem(item)
+    return ("unparseable_answer", problem) if problem else None
+
+
+@dataclass
+class KeptRows:
+    """Ids (and, for a corpus, trimmed prompts) of the rows kept so far, so that a later duplicate is quarantined."""
+
+    ids: set[str] = field(default_factory=set)
+    prompts: set[str] | None = None
+
+    def problem(self, item: Mapping) -> tuple[str, str] | None:
+        if item["id"] in self.ids:
+            return "duplicate_id", f"id {item['id']!r} is already used"
+        if self.prompts is not None and item["prompt"].strip() in self.prompts:
+            return "duplicate_prompt", "an identical prompt is already in the corpus"
+        return None
+
+    def add(self, item: Mapping) -> None:
+        self.ids.add(item["id"])
+        if self.prompts is not None:
+            self.prompts.add(item["prompt"].strip())
+
+
+def keep_valid(items: list[tuple[int | None, dict]], report: FileReport, kept: KeptRows, formats: Collection[str],
+               max_prompt_chars: int | None = None) -> list[tuple[int | None, dict]]:
+    """The (line, item) pairs that pass every check, in order; each other one is quarantined with its reason."""
+    good = []
+    for line, item in items:
+        problem = item_problem(item, formats, max_prompt_chars) or kept.problem(item)
+        if problem:
+            report.quarantine(line, *problem, row=item, item_id=item["id"])
+            continue
+        kept.add(item)
+        good.append((line, item))
+    return good
+
+
+def _failure(report: FileReport, settings: ValidationSettings, quarantine: str | None) -> str | None:
+    summary = report.summary()
+    counts = ", ".join(f"{reason} {n}" for reason, n in summary["quarantined_by_reason"].items()) or "none"
+    inspect = f"; inspect {quarantine}" if quarantine else ""
+    if summary["rows_kept"] == 0:
+        return (f"{report.path}: no usable row ({summary['rows_in']} read; quarantined: {counts}){inspect}; "
+                "a row needs prompt (or question) and answer text")
+    fraction = summary["rows_quarantined"] / summary["rows_in"]
+    if fraction > settings.max_quarantine_fraction:
+        return (f"{report.path}: {summary['rows_quarantined']} of {summary['rows_in']} rows quarantined "
+                f"({fraction:.1%}) > {settings.threshold_key} = {settings.max_quarantine_fraction} "
+                f"(quarantined: {counts}){inspect}; fix the rows or raise {settings.threshold_key}")
+    return None
+
+
+def settle(reports: list[FileReport], settings: ValidationSettings, quarantine: str | None) -> dict:
+    """Write every quarantined row to `quarantine` (rewritten on each run, empty when nothing was quarantined), then
+    fail if any file breaks its threshold; return the audit entry: counts per file and per reason."""
+    records = [record for report in reports for record in report.quarantined]
+    if quarantine is not None:
+        write_text(quarantine, "".join(json.dumps(r, sort_keys=True, default=str) + "\n" for r in records))
+    failures = [message for report in reports if (message := _failure(report, settings, quarantine))]
+    if failures:
+        raise DataValidationError("data validation failed:\n  " + "\n  ".join(failures))
+    by_reason: dict[str, int] = {}
+    for record in records:
+        by_reason[record["reason"]] = by_reason.get(record["reason"], 0) + 1
+    return {"files": {report.path: report.summary() for report in reports},
+            "quarantine": {"path": quarantine, "rows": len(records), "by_reason": dict(sorted(by_reason.items())),
+                           "max_quarantine_fraction": settings.max_quarantine_fraction}}
+
+
+@contextlib.contextmanager
+def screened_jsonl(path: str | None, report: FileReport) -> Iterator[str | None]:
+    """For a JSONL file: quarantine its undecodable or malformed lines and yield a path a loader can read (a copy
+    without them, or the file itself when every line is readable). Other paths (parquet, an absent file the loader
+    reports or replaces from the hub) are yielded unchanged."""
+    if path is None or Path(path).suffix != ".jsonl" or not Path(path).is_file():
+        yield path
+        return
+    good = [number for number, _ in read_jsonl(Path(path), report)]
+    if len(good) == report.rows_in:
+        yield path
+        return
+    lines = Path(path).read_bytes().split(b"\n")
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / Path(path).name
+        copy.write_bytes(b"".join(lines[number - 1] + b"\n" for number in good))
+        yield str(copy)
+
+
+def validated_benchmark_items(load: Callable[[str | None], pd.DataFrame], name: str, path: str | None,
+                              settings: ValidationSettings, quarantine: str | None) -> tuple[pd.DataFrame, dict]:
+    """Benchmark items as `load(path)` returns them, less quarantined rows; and the audit. Unreadable JSONL lines are
+    quarantined before the loader sees the file (by line number); the loaded rows are then checked one by one and
+    quarantined by id (a loader may filter or reorder the file's lines, so a loaded row has no line number)."""
+    report = FileReport(path or name)
+    with screened_jsonl(path, report) as readable:
+        if report.quarantined and len(report.quarantined) == report.rows_in:
+            settle([report], settings, quarantine)  # every line unreadable: fails before the loader sees no rows
+        items = load(readable)
+    report.rows_in = len(report.quarantined) + len(items)
+    rows = items.to_dict("records")
+    for row in rows:
+        row["prompt"], row["answer"] = as_text(row["prompt"]), as_text(row["answer"])
+    kept = keep_valid([(None, row) for row in rows], report, KeptRows(), tuple(VERIFIERS))
+    audit = {"benchmark": name, **settle([report], settings, quarantine)}
+    kept_rows = {id(row) for _, row in kept}
+    return items[[id(row) in kept_rows for row in rows]].reset_index(drop=True), audit
