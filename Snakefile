@@ -17,6 +17,7 @@ include: "rules/train.smk"
 include: "rules/evaluate.smk"
 include: "rules/stats.smk"
 include: "rules/tables.smk"
+include: "rules/audit.smk"
 
 
 rule all:

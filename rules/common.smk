@@ -2,19 +2,27 @@ import re
 import sys
 from pathlib import Path
 
+import yaml
 from snakemake.utils import validate
 
-from dataflex_rl.config import expand_runs, semantic_errors
+from dataflex_rl.config import expand_runs
+from dataflex_rl.policies.catalogue import CATALOGUE
+from dataflex_rl.config_checks import config_errors, corpus_domains, resource_errors
 from dataflex_rl.records import UNTRAINED
 from dataflex_rl.tasks.registry import get_benchmark
 
 
-validate(config, schema="../config/schema.yaml")
-_errors = semantic_errors(config)
+# Refuse a bad config before any job is planned: the schema with messages that name the key and the fix, then the
+# checks a schema cannot express (dataflex_rl/config_checks.py; every refusal is listed in docs/refusals.md). Paths in
+# the config are relative to the working directory (--directory). `validate` then fills the schema's defaults.
+_SCHEMA = yaml.safe_load((Path(workflow.basedir) / "config/schema.yaml").read_text())
+_errors = config_errors(config, _SCHEMA, Path.cwd())
 if _errors:
     raise ValueError(
-        "invalid configuration:\n  - " + "\n  - ".join(_errors)
+        f"invalid configuration ({len(_errors)} problem(s)):\n  - "
+        + "\n  - ".join(_errors)
     )
+validate(config, schema="../config/schema.yaml")
 
 RUNS = expand_runs(config)
 MODELS = list(config["models"])
@@ -78,17 +86,19 @@ def get_final_outputs():
 
 
 BENCHMARK_FILES = config["benchmarks"].get("files", {})
-MISSING_BENCHMARK_FILES = {
-    name: path
-    for name, path in BENCHMARK_FILES.items()
-    if name in BENCHMARKS and not Path(path).is_file()
-}
+# Only with benchmarks.hub_fallback (config_checks refuses a missing file otherwise): loaded from the hub by name.
+HUB_BENCHMARKS = [
+    name
+    for name in BENCHMARKS
+    if not get_benchmark(name).procedural
+    and not (name in BENCHMARK_FILES and Path(BENCHMARK_FILES[name]).is_file())
+]
 
 
 def benchmark_file(wildcards):
     """The real benchmark's local file, as an input once it exists (procedural stand-ins have none)."""
     path = BENCHMARK_FILES.get(wildcards.benchmark)
-    return [path] if path and wildcards.benchmark not in MISSING_BENCHMARK_FILES else []
+    return [path] if path and wildcards.benchmark not in HUB_BENCHMARKS else []
 
 
 def base_model_input(wildcards):
@@ -98,33 +108,112 @@ def base_model_input(wildcards):
     return []
 
 
-def _print_matrix_summary():
+# --- after every rule is defined (called at the end of the last include, rules/audit.smk) ---------------------------
+
+
+def planned_jobs():
+    """Jobs per rule of a run from scratch (Snakemake's own job stats, printed after the plan, count what is left)."""
     if "records_file" in config:
-        print(
-            f"DataFlex-RL study {config['study']!r}: tables from the records in {config['records_file']!r}; "
-            "no training or scoring (target: tables)",
-            file=sys.stderr,
-        )
-        return
+        return {"tables": 1}
     per_benchmark = config.get("evaluation", {}).get("job_per_benchmark", False)
-    per_rule = {
+    scored_runs = len(RUNS) + len(MODELS)
+    return {
+        "corpus": 1,
+        "benchmark_items": len(BENCHMARKS),
+        "calibrate": len(BENCHMARKS),
+        "decontaminate": 1,
+        "base_model": sum(backend(m) == "embedded" for m in MODELS),
         "train": len(RUNS),
-        "score": len(score_files()) if per_benchmark else len(RUNS) + len(MODELS),
-        "benchmark_items + calibrate": 2 * len(BENCHMARKS),
+        "score": scored_runs * len(BENCHMARKS) if per_benchmark else scored_runs,
+        "parse_gate": len(MODELS),
+        "records": 1,
+        "tables": 1,
+        "training_curves": 1,
     }
-    print(
-        f"DataFlex-RL study {config['study']!r}: {len(MODELS)} model(s) × {len(METHODS)} method(s) × "
-        f"{len(SEEDS)} seed(s) = {len(RUNS)} training runs; {len(BENCHMARKS)} benchmarks; backends "
-        f"{sorted({backend(m) for m in MODELS})}; jobs: "
-        + ", ".join(f"{k} {v}" for k, v in per_rule.items()),
-        file=sys.stderr,
+
+
+RESOURCE_NAMES = ("threads", "cpus_per_task", "mem_mb", "gpu", "runtime", "slurm_partition", "nodes")
+
+
+def rule_resources(name):
+    """The rule's resource values as Snakemake merged them (rule, profile default-resources / set-resources /
+    set-threads, command line); a value computed per job (e.g. Snakemake's input-size default) is left out."""
+    merged = workflow.get_rule(name).resources
+    values = {key: merged[key].raw for key in merged if not callable(merged[key].raw)}
+    values["threads"] = values.pop("_cores", None)
+    return {key: values[key] for key in RESOURCE_NAMES if values.get(key) is not None}
+
+
+def _methods_table():
+    rows = []
+    for name, entry in config["methods"].items():
+        params = ", ".join(f"{k}={v}" for k, v in (entry.get("params") or {}).items())
+        family = CATALOGUE[entry["policy"]].family
+        control = f"vs {entry['control']}" if entry.get("control") else "(reference)"
+        rows.append(f"    {name:<14} {entry['policy']:<11} {family:<12} {control:<16} {params}".rstrip())
+    return rows
+
+
+def _benchmarks_line():
+    by_domain = {}
+    for name in BENCHMARKS:
+        by_domain.setdefault(get_benchmark(name).domain, []).append(name)
+    return "; ".join(
+        f"{domain} {len(names)} ({', '.join(names)})" for domain, names in sorted(by_domain.items())
     )
-    if MISSING_BENCHMARK_FILES:
-        print(
-            "WARNING: benchmark files not found (their benchmark_items jobs will fail until they are in place): "
-            + ", ".join(f"{n} -> {p}" for n, p in MISSING_BENCHMARK_FILES.items()),
-            file=sys.stderr,
+
+
+def _print_matrix_summary(jobs, resources):
+    """One screen before the job list: the matrix, each method's policy/family/control, the benchmarks by domain,
+    the backends, and per rule the planned jobs and the resources each job asks for."""
+    lines = [f"DataFlex-RL study {config['study']!r}"]
+    if "records_file" in config:
+        lines.append(
+            f"  tables from the records in {config['records_file']!r}: no training or scoring (target: tables)"
         )
+    else:
+        training = config["training"]
+        lines.append(
+            f"  {len(MODELS)} model(s) × {len(METHODS)} method(s) × {len(SEEDS)} seed(s) = {len(RUNS)} training "
+            f"runs; seeds {', '.join(map(str, SEEDS))}"
+        )
+        lines.append(
+            f"  GRPO {training['steps']} steps × {training['prompts_per_step']} prompts × K={training['rollouts']}; "
+            f"corpus domains {', '.join(corpus_domains(config))}"
+        )
+    by_backend = {}
+    for m in MODELS:
+        path = config["models"][m].get("path")
+        by_backend.setdefault(backend(m), []).append(f"{m} ({path})" if path and len(MODELS) == 1 else m)
+    lines.append(
+        f"  models ({len(MODELS)}): "
+        + "; ".join(f"{b}: {', '.join(ms)}" for b, ms in sorted(by_backend.items()))
+    )
+    lines.append("  methods:    policy      family       control          params")
+    lines += _methods_table()
+    lines.append(f"  benchmarks ({len(BENCHMARKS)}): {_benchmarks_line()}")
+    if HUB_BENCHMARKS and "records_file" not in config:
+        lines.append(f"  from the hub (benchmarks.hub_fallback): {', '.join(HUB_BENCHMARKS)}")
+    header = f"    {'rule':<16}{'jobs':>6}{'threads':>9}{'cpus':>6}{'mem_mb':>9}{'gpu':>5}{'runtime':>9}  partition"
+    lines += ["  jobs from scratch and resources per job:", header]
+    for rule, count in jobs.items():
+        if count:
+            r = resources[rule]
+            lines.append(
+                f"    {rule:<16}{count:>6}{r.get('threads', 1):>9}{r.get('cpus_per_task', '-'):>6}"
+                f"{r.get('mem_mb', '-'):>9}{r.get('gpu', '-'):>5}{r.get('runtime', '-'):>9}  "
+                f"{r.get('slurm_partition', '-')}"
+            )
+    print("\n".join(lines), file=sys.stderr)
 
 
-_print_matrix_summary()
+def check_resources_and_summarise():
+    """Refuse resource requests that cannot run (config_checks.resource_errors), then print the matrix summary."""
+    jobs = planned_jobs()
+    resources = {rule: rule_resources(rule) for rule, count in jobs.items() if count}
+    errors = [] if "records_file" in config else resource_errors(config, resources)
+    if errors:
+        raise ValueError(
+            f"invalid resources ({len(errors)} problem(s)):\n  - " + "\n  - ".join(errors)
+        )
+    _print_matrix_summary(jobs, resources)

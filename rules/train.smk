@@ -22,6 +22,7 @@ rule train:
     input:
         corpus="results/corpus/clean.parquet",
         calibration=expand("results/calibration/{benchmark}.json", benchmark=BENCHMARKS),
+        parse_gate="results/calibration/parse_gate/{model}.json",
         base=base_model_input,
     output:
         weights="results/runs/{model}/{method}/seed{seed}/weights.pt",

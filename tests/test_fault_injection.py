@@ -18,16 +18,15 @@ import pandas as pd
 import pytest
 import torch
 
-from dataflex_rl.backends.embedded.base_model import build_base_model
 from dataflex_rl.backends.embedded.model import ModelShape, load_model, save_model
 from dataflex_rl.backends.embedded.trainer import EmbeddedGRPOTrainer, train_run
 from dataflex_rl.backends.embedded.warmup import WarmupSettings
 from dataflex_rl.config import MethodSpec
 from dataflex_rl.faults import ENV, POINTS, FaultPlan
 from dataflex_rl.recipe import GRPOSettings
-from dataflex_rl.tasks.corpus import build_corpus
 
-TEMPLATE = "{question}\nAnswer:"
+from tiny_base import TEMPLATE, tiny_base
+
 SEED = 1
 # Checkpoints after steps 2 and 4 and at the end (5); a learning rate large enough that every update moves the weights.
 SETTINGS = GRPOSettings(steps=5, prompts_per_step=4, rollouts=4, max_new_tokens=3, checkpoint_every=2,
@@ -81,15 +80,11 @@ print(json.dumps(statuses))
 
 @pytest.fixture(scope="session")
 def workspace(tmp_path_factory):
-    torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("faults")
-    corpus, _ = build_corpus(["syllogism", "basic_arithmetic", "kinematics"], 20, seed=1)
-    corpus.to_parquet(root / "corpus.parquet")
     shape = ModelShape(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
                        num_key_value_heads=1, vocab_size=300)
     # enough warm-up that sampled answers are sometimes right: non-degenerate groups, so updates carry PG signal
-    build_base_model(root / "corpus.parquet", root / "base", shape,
-                     WarmupSettings(steps=40, batch_size=16, learning_rate=1e-2), TEMPLATE, progress=False)
+    tiny_base(root, shape, WarmupSettings(steps=40, batch_size=16, learning_rate=1e-2), items_per_domain=20)
     return root
 
 

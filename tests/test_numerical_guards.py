@@ -6,29 +6,23 @@ import pandas as pd
 import pytest
 import torch
 
-from dataflex_rl.backends.embedded.base_model import build_base_model
 from dataflex_rl.backends.embedded.model import ModelShape
 from dataflex_rl.backends.embedded.trainer import EmbeddedGRPOTrainer
 from dataflex_rl.backends.embedded.warmup import WarmupSettings
 from dataflex_rl.config import MethodSpec
 from dataflex_rl.recipe import GRPOSettings
-from dataflex_rl.tasks.corpus import build_corpus
 
-TEMPLATE = "{question}\nAnswer:"
+from tiny_base import TEMPLATE, tiny_base
+
 METHOD = MethodSpec("dump_ucb", "dump_ucb", {}, "mixture")  # a mixture, so the rewound state includes its own
 
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory):
-    torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("guards")
-    corpus, _ = build_corpus(["syllogism", "basic_arithmetic", "kinematics"], 20, seed=1)
-    corpus.to_parquet(root / "corpus.parquet")
     shape = ModelShape(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
                        num_key_value_heads=1, vocab_size=300)
-    build_base_model(root / "corpus.parquet", root / "base", shape,
-                     WarmupSettings(steps=40, batch_size=16, learning_rate=1e-2), TEMPLATE, progress=False)
-    return root, corpus
+    return root, tiny_base(root, shape, WarmupSettings(steps=40, batch_size=16, learning_rate=1e-2), 20)
 
 
 def trainer(workspace, steps: int, learning_rate: float = 1e-2) -> EmbeddedGRPOTrainer:

@@ -1,8 +1,7 @@
-from contextlib import redirect_stderr
-
 from dataflex_rl.backends import build_base_model
+from dataflex_rl.job_log import job_log
 
-with open(snakemake.log[0], "w") as log, redirect_stderr(log):
+with job_log(snakemake.log[0]):
     build_base_model(
         snakemake.params.model,
         corpus=snakemake.input.corpus,

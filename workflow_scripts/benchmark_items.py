@@ -1,11 +1,10 @@
-from contextlib import redirect_stderr
-
 from dataflex_rl.atomic import write_json, write_parquet
 from dataflex_rl.benchmarks.loaders import local_source
+from dataflex_rl.job_log import job_log
 from dataflex_rl.tasks.corpus import benchmark_items
 from dataflex_rl.tasks.validation import ValidationSettings, validated_benchmark_items
 
-with open(snakemake.log[0], "w") as log, redirect_stderr(log):
+with job_log(snakemake.log[0]):
     path = local_source(snakemake.params.path, snakemake.params.hub_fallback)
     items, audit = validated_benchmark_items(
         lambda path: benchmark_items(

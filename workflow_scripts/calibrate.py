@@ -1,11 +1,10 @@
-from contextlib import redirect_stderr
-
 import pandas as pd
 
 from dataflex_rl.atomic import write_json
+from dataflex_rl.job_log import job_log
 from dataflex_rl.verify.calibration import calibrate_benchmark
 
-with open(snakemake.log[0], "w") as log, redirect_stderr(log):
+with job_log(snakemake.log[0]):
     report = calibrate_benchmark(
         snakemake.wildcards.benchmark, pd.read_parquet(snakemake.input[0]), snakemake.params.max_items
     )

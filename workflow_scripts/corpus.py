@@ -1,10 +1,9 @@
-from contextlib import redirect_stderr
-
 from dataflex_rl.atomic import write_json, write_parquet
+from dataflex_rl.job_log import job_log
 from dataflex_rl.tasks.corpus import build_corpus
 from dataflex_rl.tasks.validation import ValidationSettings
 
-with open(snakemake.log[0], "w") as log, redirect_stderr(log):
+with job_log(snakemake.log[0]):
     p = snakemake.params
     corpus, audit = build_corpus(p.sources, p.items_per_domain, p.seed, files=p.files,
                                  settings=ValidationSettings.for_corpus(p.validation), quarantine=p.quarantine)

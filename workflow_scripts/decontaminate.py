@@ -1,8 +1,7 @@
-from contextlib import redirect_stderr
-
 from dataflex_rl.decontam import decontaminate_files
+from dataflex_rl.job_log import job_log
 
-with open(snakemake.log[0], "w") as log, redirect_stderr(log):
+with job_log(snakemake.log[0]):
     decontaminate_files(
         snakemake.input.corpus,
         list(snakemake.input.benchmarks),

@@ -1,11 +1,10 @@
-from contextlib import redirect_stderr
-
 import pandas as pd
 
 from dataflex_rl.atomic import write_json
+from dataflex_rl.job_log import job_log
 from dataflex_rl.verify.parse_gate import check_base_parse_rates
 
-with open(snakemake.log[0], "w") as log, redirect_stderr(log):
+with job_log(snakemake.log[0]):
     scores = {name: pd.read_parquet(path) for name, path in zip(snakemake.params.benchmarks, snakemake.input)}
     report = check_base_parse_rates(snakemake.wildcards.model, scores, snakemake.params.min_parse_rate)
     write_json(snakemake.output[0], report)

@@ -1,9 +1,8 @@
-from contextlib import redirect_stderr
-
 from dataflex_rl.atomic import write_parquet
+from dataflex_rl.job_log import job_log
 from dataflex_rl.records import PROVENANCE_PACKAGES, collect_records, package_versions
 
-with open(snakemake.log[0], "w") as log, redirect_stderr(log):
+with job_log(snakemake.log[0]):
     # A workflow parsed before the `packages` param existed still runs this script; it gets the default list.
     packages = getattr(snakemake.params, "packages", PROVENANCE_PACKAGES)
     records = collect_records(snakemake.params.sources, steps=snakemake.params.steps,

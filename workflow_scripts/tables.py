@@ -1,9 +1,8 @@
-from contextlib import redirect_stderr
-
+from dataflex_rl.job_log import job_log
 from dataflex_rl.records_import import load_records
 from dataflex_rl.report.regenerate import regenerate
 
-with open(snakemake.log[0], "w") as log, redirect_stderr(log):
+with job_log(snakemake.log[0]):
     regenerate(
         load_records(snakemake.input[0]),
         snakemake.params.out_dir,

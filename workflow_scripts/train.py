@@ -1,9 +1,8 @@
-from contextlib import redirect_stderr
-
 from dataflex_rl.backends import train_run
 from dataflex_rl.config import grpo_settings, method_spec
+from dataflex_rl.job_log import job_log
 
-with open(snakemake.log[0], "w") as log, redirect_stderr(log):
+with job_log(snakemake.log[0]):
     w = snakemake.wildcards
     train_run(
         snakemake.params.model_config,

@@ -1,10 +1,9 @@
-from contextlib import redirect_stderr
-
 import pandas as pd
 
+from dataflex_rl.job_log import job_log
 from dataflex_rl.report.figures import training_curves, training_curves_plot
 
-with open(snakemake.log[0], "w") as log, redirect_stderr(log):
+with job_log(snakemake.log[0]):
     runs = pd.concat(
         [pd.read_parquet(run["path"]).assign(model=run["model"], method=run["method"], seed=run["seed"])
          for run in snakemake.params.runs],

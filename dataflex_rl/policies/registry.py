@@ -29,14 +29,18 @@ import torch
 from torch import Tensor
 
 from .batch import GroupBatch
+from .catalogue import (  # noqa: F401  (re-exported: the catalogue is the one source of these names)
+    ADVANTAGE_MODES,
+    CONTROL_SCOPES,
+    CONTROLS,
+    NORMALIZE_MODES,
+    OPTIONS,
+    PAPER,
+    RELEASED,
+    SEMANTICS,
+    catalogue_errors,
+)
 
-PAPER = "paper"
-RELEASED = "dataflex_released"
-SEMANTICS = (PAPER, RELEASED)
-NORMALIZE_MODES = ("batch_mean", "response_mean", "none")
-ADVANTAGE_MODES = ("recompute", "keep")
-CONTROLS = ("none", "random")
-CONTROL_SCOPES = ("batch", "per_group")
 # The GRPO recipe's own constant (grpo.group_advantages): recomputed advantages use the same normalisation.
 ADVANTAGE_EPS = 1e-6
 
@@ -81,6 +85,10 @@ def _register(family: str, name: str, signal: str | None, recompute_advantages: 
     def decorate(target):
         if name in _REGISTRY:
             raise ValueError(f"data policy {name!r} is already registered (as {_REGISTRY[name].family})")
+        problems = catalogue_errors(name, family, signal, target, recompute_advantages)
+        if problems:
+            raise ValueError(f"data policy {name!r} disagrees with dataflex_rl/policies/catalogue.py: "
+                             + "; ".join(problems))
         _REGISTRY[name] = _Entry(name, family, signal, target, recompute_advantages)
         return target
 
@@ -106,12 +114,20 @@ def mixture(name: str, signal: str | None = None) -> Callable:
     return _register("mixture", name, signal)
 
 
+def _load_families() -> None:
+    """Import the family modules, whose import registers their policies (a no-op once they are loaded), so the
+    registry is complete however it was reached — `dataflex_rl.policies` loads them only on first use."""
+    from . import mixture, reweighting, selection  # noqa: F401
+
+
 def list_policies() -> list[tuple[str, str, str | None]]:
     """(name, family, signal) of every registered policy, in registration order."""
+    _load_families()
     return [(entry.name, entry.family, entry.signal) for entry in _REGISTRY.values()]
 
 
 def _lookup(name: str, families: tuple[str, ...]) -> _Entry:
+    _load_families()
     entry = _REGISTRY.get(name)
     if entry is None or entry.family not in families:
         known = sorted(e.name for e in _REGISTRY.values() if e.family in families)
@@ -316,11 +332,7 @@ class ResponsePolicy:
 
 # Options the registry consumes rather than the policy function (`semantics` is also passed to a function that
 # declares it).
-_OPTIONS = {
-    "none": ("semantics",),
-    "selection": ("semantics", "drop_kl", "advantages", "control", "control_scope", "seed"),
-    "reweighting": ("semantics", "normalize"),
-}
+_OPTIONS = {family: tuple(option.name for option in options) for family, options in OPTIONS.items() if options}
 
 
 def _resolve_options(entry: _Entry, options: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,329 @@
+"""Why a study config would fail — found at dry-run time, before any job starts.
+
+`config_errors` runs the JSON schema (config/schema.yaml) with messages that name the key, the bad value and the fix
+(a misspelt key gets a did-you-mean), then, on a config of the right shape, the checks a schema cannot express: names
+that must exist in the policy catalogue and the benchmark registry, parameter ranges and the joint constraints of a
+policy with the study's K rollouts, controls, files that must exist, and backend facts. `resource_errors` checks the
+rules' resource requests (profile and command line) against the backend and the configured cluster. docs/refusals.md
+lists every refusal. Nothing here imports torch.
+"""
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any, Mapping
+
+from dataflex_rl.policies.catalogue import CATALOGUE, StudyShape
+from dataflex_rl.records import UNTRAINED
+from dataflex_rl.tasks.registry import REGISTRY
+
+# Where a misplaced key belongs, for keys a study is likely to put in the wrong section.
+_KEY_HINTS = {
+    "seeds": "training seeds are the study-wide top-level `seeds` list, shared by every method so that each "
+             "comparison is over matched seeds",
+    "seed": "training seeds are the study-wide top-level `seeds` list",
+}
+
+
+def did_you_mean(word: str, known) -> str:
+    match = difflib.get_close_matches(str(word), [str(k) for k in known], n=1, cutoff=0.6)
+    return f"; did you mean {match[0]!r}?" if match else ""
+
+
+def _known(names) -> str:
+    return ", ".join(sorted(map(str, names)))
+
+
+# --- the schema -----------------------------------------------------------------------------------------------------
+
+def _path(parts) -> str:
+    return ".".join(str(p) for p in parts) or "(top level)"
+
+
+def schema_errors(config: Mapping[str, Any], schema: Mapping[str, Any]) -> list[str]:
+    """Every way `config` breaks `schema`, one line each: the key, the value and what it must be."""
+    from jsonschema.validators import validator_for
+
+    validator = validator_for(schema)(schema)
+    errors = []
+    for error in sorted(validator.iter_errors(config), key=lambda e: [str(p) for p in e.absolute_path]):
+        where = _path(error.absolute_path)
+        if error.validator == "additionalProperties" and isinstance(error.instance, Mapping):
+            allowed = error.schema.get("properties", {})
+            for key in sorted(set(error.instance) - set(allowed), key=str):
+                hint = _KEY_HINTS.get(key, "")
+                errors.append(f"{_path([*error.absolute_path, key])}: unknown key {key!r}"
+                              f"{did_you_mean(key, allowed)} (allowed here: {_known(allowed)})"
+                              + (f"; {hint}" if hint else ""))
+        elif error.validator == "required":
+            missing = error.message.split("'")[1]
+            errors.append(f"{_path([*error.absolute_path, missing])}: required key is missing; add it")
+        elif "propertyNames" in error.schema_path:
+            errors.append(f"{where}: the name {error.instance!r} is not allowed; it becomes a path and a wildcard "
+                          f"value, so use letters, digits and '_', '.', '+', '-' (starting with a letter or digit)")
+        else:
+            description = error.schema.get("description")
+            hint = "; list each value once" if error.validator == "uniqueItems" else ""
+            errors.append(f"{where}: {error.message}{hint}" + (f" ({description})" if description else ""))
+    return errors
+
+
+def config_errors(config: Mapping[str, Any], schema: Mapping[str, Any], workdir: str | Path = ".") -> list[str]:
+    """Schema errors, or — for a config of the right shape — the semantic ones (which rely on that shape)."""
+    return schema_errors(config, schema) or semantic_errors(config, workdir)
+
+
+# --- methods --------------------------------------------------------------------------------------------------------
+
+def corpus_domains(config: Mapping[str, Any]) -> tuple[str, ...]:
+    """The domains the training corpus draws from (its procedural sources' and its files' declared domains), in the
+    order the prompt stream and the mixtures see them (sorted)."""
+    domains = {REGISTRY[name].domain for name in config["corpus"]["sources"] if name in REGISTRY}
+    domains |= {entry["domain"] for entry in config["corpus"].get("files", []) if entry.get("domain")}
+    return tuple(sorted(domains))
+
+
+def _method_params_errors(name: str, entry: Mapping, shape: StudyShape) -> list[str]:
+    spec = CATALOGUE[entry["policy"]]
+    params = entry.get("params") or {}
+    accepted = spec.accepted()
+    key = f"methods.{name}.params"
+    errors = []
+    for param, value in params.items():
+        if param not in accepted:
+            errors.append(f"{key}.{param}: unknown parameter {param!r} for policy {spec.name!r}"
+                          f"{did_you_mean(param, accepted)} (known: {_known(accepted) or 'none'})")
+            continue
+        problem = accepted[param].problem(value)
+        if problem:
+            errors.append(f"{key}.{param}: {value!r} {problem}")
+    if errors:
+        return errors  # the joint checks below assume valid single values
+    if spec.family == "selection" and params.get("control", "none") != "random":
+        errors += [f"{key}.{option}: {params[option]!r} is only meaningful with `control: random` (the matched-random "
+                   f"control); add it or remove {option}" + (f" — {_KEY_HINTS['seed']}" if option == "seed" else "")
+                   for option in ("control_scope", "seed") if option in params]
+    if spec.joint is not None:
+        errors += [f"{key}.{param}: {problem}" for param, problem in spec.joint(params, shape)]
+    return errors
+
+
+def _control_errors(name: str, entry: Mapping, methods: Mapping[str, Mapping]) -> list[str]:
+    spec = CATALOGUE[entry["policy"]]
+    control = entry.get("control")
+    key = f"methods.{name}.control"
+    if control is None:
+        if spec.requires_control:
+            return [f"{key}: missing; a {spec.family} method is compared with its control, a method whose policy is "
+                    f"{' or '.join(spec.controls)} — add `control: <that method's name>`"]
+        return []
+    if control == name:
+        return [f"{key}: a method cannot be its own control; name another method"]
+    if control not in methods:
+        return [f"{key}: {control!r} is not a method of this study{did_you_mean(control, methods)}; add it under "
+                f"methods or change the control"]
+    if not spec.controls:
+        return [f"{key}: {control!r} — {name!r} runs policy {spec.name!r}, the reference every other method is "
+                f"compared with; remove its control"]
+    other = methods[control]
+    matched_random = (spec.family == "selection" and other["policy"] == spec.name
+                      and (other.get("params") or {}).get("control") == "random")
+    if other["policy"] not in spec.controls and not matched_random:
+        allowed = " or ".join(spec.controls) + (" (or its own matched-random control)" if spec.family == "selection"
+                                                else "")
+        return [f"{key}: {control!r} runs policy {other['policy']!r}; a {spec.family} method "
+                f"({spec.name}) is compared with a method whose policy is {allowed} (DESIGN.md: baseline, or static "
+                f"for mixtures) — change the control"]
+    return []
+
+
+def method_errors(config: Mapping[str, Any]) -> list[str]:
+    methods = config["methods"]
+    shape = StudyShape(rollouts=config["training"]["rollouts"],
+                       prompts_per_step=config["training"]["prompts_per_step"], domains=corpus_domains(config))
+    errors = []
+    for name, entry in methods.items():
+        if name == UNTRAINED:
+            errors.append(f"methods.{name}: the name {UNTRAINED!r} is reserved for the base model; rename the method")
+        if entry["policy"] not in CATALOGUE:
+            errors.append(f"methods.{name}.policy: unknown policy {entry['policy']!r}"
+                          f"{did_you_mean(entry['policy'], CATALOGUE)} (known: {_known(CATALOGUE)})")
+            continue
+        errors += _method_params_errors(name, entry, shape)
+        errors += _control_errors(name, entry, methods)
+    return errors
+
+
+# --- corpus, benchmarks, models, training ---------------------------------------------------------------------------
+
+def _file_problem(path: Path) -> str | None:
+    if not path.exists():
+        return "does not exist"
+    if path.is_file() and path.stat().st_size == 0:
+        return "is empty"
+    if path.is_dir() and not any(path.iterdir()):
+        return "is an empty directory"
+    return None
+
+
+def data_errors(config: Mapping[str, Any], workdir: Path) -> list[str]:
+    """The corpus sources and benchmarks must be in the registry, and the benchmarks cover the three domains."""
+    errors = []
+    for name in config["corpus"]["sources"]:
+        if name not in REGISTRY:
+            errors.append(f"corpus.sources: unknown source {name!r}{did_you_mean(name, REGISTRY)} "
+                          f"(known: {_known(n for n, b in REGISTRY.items() if b.procedural)})")
+        elif not REGISTRY[name].procedural:
+            errors.append(f"corpus.sources: {name!r} is a real benchmark, not a procedural training source; remove it")
+    bench = config["benchmarks"]
+    names = bench["names"]
+    for name in names:
+        if name not in REGISTRY:
+            errors.append(f"benchmarks.names: unknown benchmark {name!r}{did_you_mean(name, REGISTRY)} "
+                          f"(known: {_known(REGISTRY)})")
+    domains = {REGISTRY[n].domain for n in names if n in REGISTRY}
+    if len(domains) < 3:
+        errors.append(f"benchmarks.names: the domain-balanced summary (DB-12) needs math, logic and science "
+                      f"benchmarks; found only {sorted(domains)} — add benchmarks of the missing domain(s)")
+    return errors + benchmark_file_errors(config, workdir)
+
+
+def benchmark_file_errors(config: Mapping[str, Any], workdir: Path) -> list[str]:
+    """Each real benchmark's local file must exist and be non-empty — a missing one may come from the hub instead
+    (`benchmarks.hub_fallback`); a records-only study reads none."""
+    bench = config["benchmarks"]
+    names = bench["names"]
+    reads_files = "records_file" not in config
+    errors = []
+    files = bench.get("files") or {}
+    fallback = bench.get("hub_fallback", False)
+    for name, path in files.items():
+        key = f"benchmarks.files.{name}"
+        if name not in names:
+            errors.append(f"{key}: {name!r} is not in benchmarks.names{did_you_mean(name, names)}; "
+                          f"fix the name or remove the entry")
+        elif name in REGISTRY and REGISTRY[name].procedural:
+            errors.append(f"{key}: {name!r} is a procedural stand-in, generated rather than read; remove the entry")
+        elif reads_files:
+            problem = _file_problem(workdir / path)
+            if problem == "does not exist" and fallback:
+                continue  # loaded from the hub by name in its benchmark_items job
+            if problem:
+                fix = ("put the file there or fix the path" if problem != "does not exist" else
+                       "put the file there, fix the path, or set `benchmarks.hub_fallback: true` to load it from "
+                       "the hub by name")
+                errors.append(f"{key}: {path!r} {problem}; {fix}")
+    for name in names:
+        if name in REGISTRY and not REGISTRY[name].procedural and name not in files and not fallback and reads_files:
+            errors.append(f"benchmarks.files.{name}: missing; real benchmark {name!r} is read from a local file — "
+                          f"add `{name}: <path>` or set `benchmarks.hub_fallback: true`")
+    return errors
+
+
+def _looks_local(path: str) -> bool:
+    return path.startswith(("/", "."))
+
+
+def model_errors(config: Mapping[str, Any], workdir: Path) -> list[str]:
+    errors = []
+    for model, entry in config["models"].items():
+        key = f"models.{model}"
+        if entry["backend"] == "verl":
+            if "path" not in entry:
+                errors.append(f"{key}.path: missing; the verl backend needs the base model's local path or hub name "
+                              f"(e.g. Qwen/Qwen2.5-7B)")
+            elif (_looks_local(entry["path"]) and "records_file" not in config
+                  and not (workdir / entry["path"]).exists()):
+                errors.append(f"{key}.path: local path {entry['path']!r} does not exist (relative to the working "
+                              f"directory {str(workdir)!r}); fix it, or give a hub name such as Qwen/Qwen2.5-7B")
+            errors += [f"{key}.{section}: only the embedded backend builds its model from `{section}`; the verl "
+                       f"backend loads `path` — remove it" for section in ("shape", "warmup") if section in entry]
+        elif "path" in entry:
+            errors.append(f"{key}.path: {entry['path']!r} — the embedded backend builds its model from `shape` and "
+                          f"`warmup` and reads no path; remove it or set `backend: verl`")
+    return errors
+
+
+def training_errors(config: Mapping[str, Any]) -> list[str]:
+    training = config["training"]
+    every = training.get("checkpoint_every")
+    if every is not None and every > training["steps"]:
+        return [f"training.checkpoint_every: {every} > training.steps {training['steps']}: the run would never "
+                f"checkpoint, so a preempted or failed job restarts from step 0; set it ≤ {training['steps']}"]
+    return []
+
+
+def records_errors(config: Mapping[str, Any], workdir: Path) -> list[str]:
+    path = config.get("records_file")
+    if path is None:
+        return []
+    problem = _file_problem(workdir / path)
+    return [f"records_file: {path!r} {problem} (relative to {str(workdir)!r}); fix the path"] if problem else []
+
+
+def semantic_errors(config: Mapping[str, Any], workdir: str | Path = ".") -> list[str]:
+    """Every problem a schema cannot see, each naming the key, the bad value and the fix. Paths are resolved against
+    `workdir` (the workflow's working directory)."""
+    workdir = Path(workdir)
+    return (method_errors(config) + data_errors(config, workdir) + model_errors(config, workdir)
+            + training_errors(config) + records_errors(config, workdir))
+
+
+# --- resources ------------------------------------------------------------------------------------------------------
+
+_LIMITS = (("gpu", "gpus_per_node", "GPUs"), ("cpus_per_task", "cpus_per_node", "CPUs"),
+           ("mem_mb", "mem_mb_per_node", "MB of memory"), ("runtime", "max_runtime", "minutes"))
+
+
+def resource_errors(config: Mapping[str, Any], resources: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Problems with the resource requests of the rules that have jobs: `resources` maps a rule to its effective
+    values (threads, gpu, cpus_per_task, mem_mb, runtime, slurm_partition, nodes; absent where unset), as Snakemake
+    merged them from the rule, the profile's default-resources/set-resources/set-threads and the command line.
+
+    - a verl training job: verl asserts that train_batch_size × rollout.n (prompts_per_step × rollouts; our recipe sets
+      ppo_mini_batch_size = train_batch_size) divides evenly over its GPUs;
+    - a job asking for fewer CPUs than its threads;
+    - with `cluster.partitions`: a job's partition must be one of them and its request within the partition's limits.
+    """
+    errors = []
+    train = resources.get("train", {})
+    if train.get("gpu") and any(m["backend"] == "verl" for m in config["models"].values()):
+        gpus = int(train["gpu"])
+        prompts, rollouts = config["training"]["prompts_per_step"], config["training"]["rollouts"]
+        if (prompts * rollouts) % gpus:
+            divisors = [n for n in range(1, prompts * rollouts + 1) if (prompts * rollouts) % n == 0 and n <= 64]
+            near = sorted({p for p in range(max(1, prompts - gpus), prompts + gpus + 1) if (p * rollouts) % gpus == 0},
+                          key=lambda p: (abs(p - prompts), p))[:2]
+            errors.append(f"training.prompts_per_step: {prompts} × training.rollouts {rollouts} = {prompts * rollouts} "
+                          f"responses per step do not divide over the train job's {gpus} GPUs (resource gpu={gpus}): "
+                          f"verl requires train_batch_size × rollout.n to be a multiple of its GPU count — use "
+                          f"prompts_per_step {' or '.join(map(str, near))}, or a GPU count among {divisors}")
+    for rule, values in resources.items():
+        threads, cpus = values.get("threads"), values.get("cpus_per_task")
+        if threads and cpus and int(cpus) < int(threads):
+            errors.append(f"resources of rule {rule}: cpus_per_task={cpus} < threads={threads} (threads_per_job or "
+                          f"set-threads); the job would oversubscribe its CPUs — raise cpus_per_task or lower threads")
+    partitions = (config.get("cluster") or {}).get("partitions")
+    if not partitions:
+        return errors
+    for rule, values in resources.items():
+        partition = values.get("slurm_partition")
+        if partition is None:
+            continue
+        if partition not in partitions:
+            errors.append(f"resources of rule {rule}: slurm_partition={partition!r} is not in cluster.partitions"
+                          f"{did_you_mean(partition, partitions)} (known: {_known(partitions)})")
+            continue
+        limits = partitions[partition]
+        nodes = int(values.get("nodes") or 1)
+        for resource, limit, unit in _LIMITS:
+            request, cap = values.get(resource), limits.get(limit)
+            if request is None or cap is None:
+                continue
+            per_job = nodes if resource == "gpu" else 1  # --gpus counts the job's GPUs over all its nodes
+            if int(request) > cap * per_job:
+                errors.append(f"resources of rule {rule}: {resource}={request} exceeds cluster.partitions.{partition}."
+                              f"{limit} = {cap} {unit}" + (f" × {nodes} nodes" if per_job > 1 else "")
+                              + "; lower the request (profile set-resources or --set-resources) or use another "
+                                "partition")
+    return errors

@@ -1,0 +1,332 @@
+"""The policy catalogue: every data policy's name, family, signal, parameters (defaults, valid ranges, choices) and the
+control it is compared against — plain data, no torch.
+
+It is the one description of the policies that both sides read: the torch registry (registry.py) checks each
+registration against it (family, signal, parameter names and defaults), and the study config is validated against it
+at dry-run time without importing torch (dataflex_rl.config_checks). A policy registered under a name the catalogue
+lacks still works from Python; a study config can name it once its entry is added here.
+"""
+from __future__ import annotations
+
+import inspect
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+PAPER = "paper"
+RELEASED = "dataflex_released"
+SEMANTICS = (PAPER, RELEASED)
+NORMALIZE_MODES = ("batch_mean", "response_mean", "none")
+ADVANTAGE_MODES = ("recompute", "keep")
+CONTROLS = ("none", "random")
+CONTROL_SCOPES = ("batch", "per_group")
+TOPK_SCOPES = ("per_group", "global")
+GFPO_METRICS = ("efficiency", "length")
+TSCL_POLICIES = ("epsilon_greedy", "boltzmann")
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter: its default (None where the policy resolves it from `semantics` or K), type and valid values.
+
+    kind: "int", "float", "str", "bool" or "mapping"; numbers lie in [low, high] (an open end excludes the bound);
+    a string is one of `choices`.
+    """
+
+    name: str
+    kind: str
+    default: Any = None
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    choices: tuple = ()
+    doc: str = ""
+
+    def valid_values(self) -> str:
+        if self.choices:
+            return "one of " + ", ".join(map(str, self.choices))
+        if self.kind not in ("int", "float"):
+            return {"mapping": "a mapping", "bool": "true or false"}.get(self.kind, f"a {self.kind}")
+        left = "(-inf" if self.low is None else f"{'(' if self.low_open else '['}{self.low:g}"
+        right = "inf)" if self.high is None else f"{self.high:g}{')' if self.high_open else ']'}"
+        return f"{'an integer' if self.kind == 'int' else 'a number'} in {left}, {right}"
+
+    def problem(self, value: Any) -> str | None:
+        """Why `value` is not a valid setting of this parameter, or None."""
+        if value is None:
+            return None if self.default is None else f"must be {self.valid_values()}, not null"
+        if self.kind == "bool":
+            ok = isinstance(value, bool)
+        elif self.kind == "int":
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif self.kind == "float":
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        elif self.kind == "str":
+            ok = isinstance(value, str)
+        else:
+            ok = isinstance(value, Mapping)
+        if not ok:
+            return f"must be {self.valid_values()}"
+        if self.choices and value not in self.choices:
+            return f"must be {self.valid_values()}"
+        if self.kind in ("int", "float"):
+            below = self.low is not None and (value <= self.low if self.low_open else value < self.low)
+            above = self.high is not None and (value >= self.high if self.high_open else value > self.high)
+            if below or above:
+                return f"must be {self.valid_values()}"
+        return None
+
+
+@dataclass(frozen=True)
+class StudyShape:
+    """What a policy's joint constraints depend on: K rollouts, prompts per step and the corpus domains."""
+
+    rollouts: int
+    prompts_per_step: int
+    domains: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """A catalogued policy. `controls`: the policies a method of this one may be compared against (empty: it is the
+    reference and takes no control); `requires_control`: a method of it must name one. `joint`: checks that involve
+    several parameters or the study's shape, returning (parameter, problem) pairs."""
+
+    name: str
+    family: str
+    signal: str | None
+    params: tuple[Param, ...] = ()
+    recompute_advantages: bool = False
+    controls: tuple[str, ...] = ("baseline",)
+    requires_control: bool = True
+    joint: Callable[[Mapping[str, Any], StudyShape], list[tuple[str, str]]] | None = None
+
+    def param(self, name: str) -> Param | None:
+        return next((p for p in self.params if p.name == name), None)
+
+    @property
+    def options(self) -> tuple[Param, ...]:
+        return OPTIONS[self.family]
+
+    def accepted(self) -> dict[str, Param]:
+        """Every key a method's `params` may hold: the policy's own parameters and its family's options."""
+        return {**{o.name: o for o in self.options}, **{p.name: p for p in self.params}}
+
+
+_SEMANTICS = Param("semantics", "str", PAPER, choices=SEMANTICS,
+                   doc="paper: each method as its paper defines it; dataflex_released: as the released code ran it")
+
+# Options the registry consumes for every policy of a family (registry._OPTIONS is built from these).
+OPTIONS: dict[str, tuple[Param, ...]] = {
+    "none": (_SEMANTICS,),
+    "selection": (
+        _SEMANTICS,
+        Param("drop_kl", "bool", doc="paper: true; released: false"),
+        Param("advantages", "str", choices=ADVANTAGE_MODES, doc="paper: recompute for maxvar, gfpo; keep otherwise"),
+        Param("control", "str", "none", choices=CONTROLS, doc="random: the matched-random control"),
+        Param("control_scope", "str", "batch", choices=CONTROL_SCOPES, doc="only with control: random"),
+        Param("seed", "int", 0, low=0, doc="the matched-random control's mask seed (only with control: random)"),
+    ),
+    "reweighting": (
+        _SEMANTICS,
+        Param("normalize", "str", choices=NORMALIZE_MODES, doc="paper: batch_mean; released: by weight shape"),
+    ),
+    "mixture": (),
+}
+
+
+def rounded_count(fraction: float, total: int, semantics: str) -> int:
+    """fraction·total rounded as the topk policy rounds it, before its floor of 1: Python's round() (halves to even)
+    under dataflex_released, halves up under paper."""
+    exact = fraction * total
+    return int(round(exact) if semantics == RELEASED else math.floor(exact + 0.5))
+
+
+def solve_rates(rollouts: int) -> list[float]:
+    """Every solve rate q_g a group of K responses can have, as the policy computes it: mean of K float32 0/1 flags."""
+    import numpy as np
+
+    return [float(np.float32(j) / np.float32(rollouts)) for j in range(rollouts + 1)]
+
+
+def _float32(value: float) -> float:
+    import numpy as np
+
+    return float(np.float32(value))
+
+
+def _semantics(params: Mapping[str, Any]) -> str:
+    return params.get("semantics") or PAPER
+
+
+def _difffilter(params, shape):
+    low, high = params.get("low", 0.2), params.get("high", 0.8)
+    if low >= high:
+        return [("low", f"low {low} ≥ high {high} keeps no group (the band low < q_g < high is empty); "
+                        "set low < high")]
+    lo, hi = _float32(low), _float32(high)
+    kept = [q for q in solve_rates(shape.rollouts) if lo < q < hi]
+    if not kept:
+        rates = ", ".join(f"{j}/{shape.rollouts}" for j in range(shape.rollouts + 1))
+        return [("low", f"no solve rate a group of K={shape.rollouts} rollouts can have ({rates}) lies strictly "
+                        f"inside ({low}, {high}), so every group is dropped at every step; widen the band")]
+    return []
+
+
+def _keep_below_k(policy: str):
+    def check(params, shape):
+        keep = params.get("keep")
+        if keep is not None and keep >= shape.rollouts:
+            return [("keep", f"keep {keep} ≥ K={shape.rollouts} (training.rollouts) keeps every response of a group, "
+                             f"so {policy} selects nothing; set keep < {shape.rollouts}")]
+        return []
+
+    return check
+
+
+def _topk(params, shape):
+    semantics = _semantics(params)
+    fraction = params.get("fraction", 0.5)
+    scope = params.get("scope") or ("global" if semantics == RELEASED else "per_group")
+    total = shape.rollouts if scope == "per_group" else shape.rollouts * shape.prompts_per_step
+    over = (f"K={shape.rollouts} responses of each group" if scope == "per_group" else
+            f"the batch's {shape.prompts_per_step}×{shape.rollouts}={total} responses")
+    count = rounded_count(fraction, total, semantics)
+    if count == 0:
+        return [("fraction", f"fraction {fraction} of {over} rounds to 0 responses (scope {scope}); the policy would "
+                             f"silently keep 1 instead — use a fraction ≥ {0.5 / total:.3g}")]
+    return []
+
+
+def _diffband(params, shape):
+    low, high = params.get("low_q", 0.25), params.get("high_q", 0.75)
+    return [("low_q", f"low_q {low} > high_q {high}; set low_q ≤ high_q")] if low > high else []
+
+
+def _floor_times_domains(key: str, default_of: Callable[[str], float]):
+    def check(params, shape):
+        value = params.get(key)
+        value = default_of(_semantics(params)) if value is None else value
+        if value * len(shape.domains) > 1:
+            return [(key, f"{key} {value} × {len(shape.domains)} domains = {value * len(shape.domains):g} > 1: "
+                          f"the floors alone exceed probability 1; use {key} ≤ {1 / len(shape.domains):.4g}")]
+        return []
+
+    return check
+
+
+def _static(params, shape):
+    weights = params.get("weights")
+    if weights is None:
+        return []
+    problems = []
+    unknown = sorted(set(weights) - set(shape.domains))
+    missing = sorted(set(shape.domains) - set(weights))
+    if unknown:
+        problems.append(("weights", f"domain(s) {unknown} are not in the corpus, whose domains are "
+                                    f"{list(shape.domains)} (from corpus.sources)"))
+    if missing:
+        problems.append(("weights", f"missing weight(s) for corpus domain(s) {missing}; name every domain of "
+                                    f"{list(shape.domains)}"))
+    values = list(weights.values())
+    if not all(isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w >= 0
+               for w in values) or not any(w > 0 for w in values if isinstance(w, (int, float))):
+        problems.append(("weights", f"weights {dict(weights)} must be finite, non-negative and not all zero"))
+    return problems
+
+
+def _tscl(params, shape):
+    window = params.get("window")
+    if window is not None and _semantics(params) == PAPER and window < 2:
+        return [("window", f"window {window} < 2: paper tscl fits a slope through the last `window` records; use ≥ 2")]
+    return _floor_times_domains("floor", lambda s: 0.05 if s == RELEASED else 0.0)(params, shape)
+
+
+_UNIT = dict(low=0.0, high=1.0)
+_POSITIVE = dict(low=0.0, low_open=True)
+_NON_NEGATIVE = dict(low=0.0)
+
+CATALOGUE: dict[str, PolicySpec] = {spec.name: spec for spec in (
+    PolicySpec("baseline", "none", None, controls=(), requires_control=False),
+    PolicySpec("difffilter", "selection", "solve_rate", (
+        Param("low", "float", 0.2, **_UNIT, doc="keep a group iff low < q_g"),
+        Param("high", "float", 0.8, **_UNIT, doc="and q_g < high"),
+    ), joint=_difffilter),
+    PolicySpec("maxvar", "selection", "reward", (
+        Param("keep", "int", None, low=1, doc="responses kept per group; paper 3 of K=5, released round(0.5·K)"),
+    ), recompute_advantages=True, joint=_keep_below_k("maxvar")),
+    PolicySpec("gfpo", "selection", "efficiency", (
+        Param("keep", "int", 3, low=1, doc="responses kept per group"),
+        Param("metric", "str", "efficiency", choices=GFPO_METRICS),
+    ), recompute_advantages=True, joint=_keep_below_k("gfpo")),
+    PolicySpec("topk", "selection", "mean_abs_advantage", (
+        Param("fraction", "float", 0.5, low=0.0, high=1.0, low_open=True, doc="share of responses kept"),
+        Param("scope", "str", None, choices=TOPK_SCOPES, doc="paper per_group, released global"),
+    ), joint=_topk),
+    PolicySpec("ar", "reweighting", "token_prob", (
+        Param("alpha", "float", 0.5, **_UNIT, doc="w = α·π + (1 − α)"),
+    )),
+    PolicySpec("per", "reweighting", "mean_abs_advantage", (
+        Param("exponent", "float", 0.5, **_NON_NEGATIVE),
+        Param("eps", "float", 1e-8, **_NON_NEGATIVE),
+    )),
+    PolicySpec("softmax", "reweighting", "mean_abs_advantage", (
+        Param("temperature", "float", 1.0, **_POSITIVE),
+    )),
+    PolicySpec("diffband", "reweighting", "reward", (
+        Param("low_q", "float", 0.25, **_UNIT),
+        Param("high_q", "float", 0.75, **_UNIT),
+        Param("focus_weight", "float", 2.0, **_NON_NEGATIVE),
+    ), joint=_diffband),
+    # The mixers' control; compared itself with uniform GRPO where the study has a baseline.
+    PolicySpec("static", "mixture", None, (
+        Param("weights", "mapping", None, doc="one non-negative weight per corpus domain; uniform if unset"),
+    ), requires_control=False, joint=_static),
+    PolicySpec("reward_gap", "mixture", "domain_mean_reward", (
+        Param("decay", "float", 0.9, low=0.0, high=1.0, high_open=True),
+        Param("temperature", "float", 0.1, **_POSITIVE),
+        Param("min_prob", "float", 0.05, **_NON_NEGATIVE),
+    ), controls=("static",), joint=_floor_times_domains("min_prob", lambda s: 0.05)),
+    PolicySpec("dump_ucb", "mixture", "mean_abs_advantage", (
+        Param("window", "int", None, low=1, doc="responses; paper 300, released 50"),
+        Param("c", "float", 1.0, **_NON_NEGATIVE),
+        Param("temperature", "float", None, **_POSITIVE, doc="paper 0.1, released 1"),
+        Param("floor", "float", None, **_NON_NEGATIVE, doc="paper 0, released 0.05"),
+        _SEMANTICS,
+    ), controls=("static",), joint=_floor_times_domains("floor", lambda s: 0.05 if s == RELEASED else 0.0)),
+    PolicySpec("tscl", "mixture", "domain_mean_reward", (
+        Param("window", "int", None, low=1, doc="steps (paper 10, at least 2) or responses (released 50)"),
+        Param("policy", "str", "epsilon_greedy", choices=TSCL_POLICIES),
+        Param("epsilon", "float", 0.1, **_UNIT),
+        Param("temperature", "float", None, **_POSITIVE, doc="paper 0.0004, released 1"),
+        Param("absolute", "bool", True),
+        Param("initial_progress", "float", 1.0),
+        Param("floor", "float", None, **_NON_NEGATIVE, doc="paper 0, released 0.05"),
+        _SEMANTICS,
+    ), controls=("static",), joint=_tscl),
+)}
+
+
+def catalogue_errors(name: str, family: str, signal: str | None, target: Any, recompute_advantages: bool) -> list[str]:
+    """How a registration disagrees with the catalogue entry of the same name: family, signal, the advantage flag, and
+    the parameter names and defaults of the target's signature (a function's batch or a mixture's domains is skipped;
+    the family's options — e.g. `semantics` — may appear in the signature)."""
+    spec = CATALOGUE.get(name)
+    if spec is None:
+        return []
+    problems = []
+    for what, registered, catalogued in (("family", family, spec.family), ("signal", signal, spec.signal),
+                                         ("recompute_advantages", recompute_advantages, spec.recompute_advantages)):
+        if registered != catalogued:
+            problems.append(f"{what} {registered!r} differs from the catalogue's {catalogued!r}")
+    declared = list(inspect.signature(target).parameters.values())[1:]
+    options = {o.name for o in spec.options}
+    own = {p.name: p.default for p in declared if p.name not in options}
+    catalogued = {p.name: p.default for p in spec.params if p.name not in options}
+    if set(own) != set(catalogued):
+        problems.append(f"parameters {sorted(own)} differ from the catalogue's {sorted(catalogued)}")
+    else:
+        problems += [f"parameter {n!r} defaults to {own[n]!r}, the catalogue says {catalogued[n]!r}"
+                     for n in own if own[n] != catalogued[n]]
+    return problems

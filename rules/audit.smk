@@ -1,0 +1,23 @@
+# `snakemake audit --cores 1`, at any time: which (model, method, seed) cells exist on disk, which are missing, which
+# comparisons lack matched seeds among the finished runs, and which recorded results are stale (another config hash or
+# other packages than now) — dataflex_rl/audit.py. It reads what exists and never trains or scores: the rule has no
+# inputs, and its reports are params rather than declared outputs, so Snakemake runs it afresh whenever it is a target
+# (a rule without outputs is always run); it is not part of `all`.
+localrules:
+    audit,
+
+
+rule audit:
+    params:
+        json="results/audit/audit.json",
+        md="results/audit/audit.md",
+    log:
+        "logs/audit/audit.log",
+    conda:
+        "../envs/stats.yaml"
+    script:
+        "../workflow_scripts/audit.py"
+
+
+# Included last, so every rule is defined: the resource checks and the dry-run summary read the rules' resources.
+check_resources_and_summarise()

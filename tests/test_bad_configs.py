@@ -1,0 +1,234 @@
+"""Bad study configs are refused by the real `snakemake -n`, before any job starts, with a message naming the key.
+
+Each case is a small change to config/smoke.yaml, written to its own working directory and dry-run through the
+Snakemake CLI in a subprocess (two at a time: every dry run is a real one, the pair just shares the wall clock).
+docs/refusals.md lists the same refusals.
+"""
+from __future__ import annotations
+
+import copy
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+SMOKE = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
+SLURM = ["--profile", str(REPO / "profiles/slurm")]
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    change: Callable[[dict, Path], None]
+    expected: tuple[str, ...]  # the key, the bad value, the gist of the fix: all must appear in the output
+    args: tuple[str, ...] = field(default=())
+
+
+def _set(dotted: str, value):
+    def change(config, workdir):
+        node = config
+        *parents, leaf = dotted.split(".")
+        for key in parents:
+            node = node[key]
+        node[leaf] = value
+
+    return change
+
+
+def _method(name: str, entry: dict):
+    return _set(f"methods.{name}", entry)
+
+
+def _rename_top_level(old: str, new: str):
+    def change(config, workdir):
+        config[new] = config.pop(old)
+
+    return change
+
+
+def _verl(path: str = "Qwen/Qwen2.5-7B", prompts_per_step: int | None = None):
+    def change(config, workdir):
+        config["models"] = {"qwen": {"backend": "verl", "path": path}}
+        if prompts_per_step is not None:
+            config["training"]["prompts_per_step"] = prompts_per_step
+
+    return change
+
+
+def _all(*changes):
+    def change(config, workdir):
+        for c in changes:
+            c(config, workdir)
+
+    return change
+
+
+def _real_benchmark(path: str, content: str | None, hub_fallback: bool = False):
+    """Replace the science stand-in kinematics with the real GPQA-Diamond read from `path` (written if content)."""
+    def change(config, workdir):
+        names = config["benchmarks"]["names"]
+        names[names.index("kinematics")] = "GPQA-Diamond"
+        config["benchmarks"]["files"] = {"GPQA-Diamond": path}
+        config["benchmarks"]["hub_fallback"] = hub_fallback
+        if content is not None:
+            (workdir / path).parent.mkdir(parents=True, exist_ok=True)
+            (workdir / path).write_text(content)
+
+    return change
+
+
+def _drop_control(method: str):
+    def change(config, workdir):
+        config["methods"][method].pop("control")
+
+    return change
+
+
+CASES = [
+    Case("top-level typo", _rename_top_level("training", "trainig"),
+         ("trainig: unknown key 'trainig'; did you mean 'training'?", "training: required key is missing")),
+    Case("unknown policy", _set("methods.difffilter.policy", "difffliter"),
+         ("methods.difffilter.policy: unknown policy 'difffliter'; did you mean 'difffilter'?",)),
+    Case("policy parameter typo", _method("topk", {"policy": "topk", "params": {"keep_fracton": 0.5},
+                                                   "control": "baseline"}),
+         ("methods.topk.params.keep_fracton: unknown parameter 'keep_fracton'", "did you mean 'fraction'?")),
+    Case("unknown benchmark", _set("benchmarks.names", ["basic_arithmetic", "gdc", "syllogism", "molar_mass"]),
+         ("benchmarks.names: unknown benchmark 'gdc'; did you mean 'gcd'?",)),
+    Case("benchmarks of one domain only", _set("benchmarks.names", ["basic_arithmetic", "syllogism"]),
+         ("benchmarks.names: the domain-balanced summary (DB-12) needs math, logic and science benchmarks; "
+          "found only ['logic', 'math']",)),
+    Case("unknown corpus source", _set("corpus.sources", ["basic_arithmetic", "chain_summ", "syllogism",
+                                                          "molar_mass"]),
+         ("corpus.sources: unknown source 'chain_summ'; did you mean 'chain_sum'?",)),
+    Case("real benchmark as corpus source", _set("corpus.sources", ["basic_arithmetic", "GSM8K", "syllogism",
+                                                                    "molar_mass"]),
+         ("corpus.sources: 'GSM8K' is a real benchmark",)),
+    Case("keep fraction above 1", _method("topk", {"policy": "topk", "params": {"fraction": 1.5},
+                                                   "control": "baseline"}),
+         ("methods.topk.params.fraction: 1.5 must be a number in (0, 1]",)),
+    Case("keep fraction rounds to zero responses", _method("topk", {"policy": "topk", "params": {"fraction": 0.05},
+                                                                    "control": "baseline"}),
+         ("methods.topk.params.fraction: fraction 0.05 of K=5 responses of each group rounds to 0 responses",)),
+    Case("gfpo keeps zero", _method("gfpo", {"policy": "gfpo", "params": {"keep": 0}, "control": "baseline"}),
+         ("methods.gfpo.params.keep: 0 must be an integer in [1, inf)",)),
+    Case("maxvar keeps all K", _method("maxvar", {"policy": "maxvar", "params": {"keep": 5}, "control": "baseline"}),
+         ("methods.maxvar.params.keep: keep 5 ≥ K=5 (training.rollouts)",)),
+    Case("K below 2", _set("training.rollouts", 1), ("training.rollouts: 1 is less than the minimum of 2",)),
+    Case("difffilter low above high", _set("methods.difffilter.params", {"low": 0.8, "high": 0.2}),
+         ("methods.difffilter.params.low: low 0.8 ≥ high 0.2 keeps no group",)),
+    Case("difffilter band no solve rate reaches", _set("methods.difffilter.params", {"low": 0.2, "high": 0.4}),
+         ("methods.difffilter.params.low: no solve rate a group of K=5 rollouts can have", "(0.2, 0.4)")),
+    Case("softmax temperature zero", _set("methods.softmax.params", {"temperature": 0}),
+         ("methods.softmax.params.temperature: 0 must be a number in (0, inf)",)),
+    Case("diffband quantiles crossed", _method("diffband", {"policy": "diffband", "params": {"low_q": 0.9,
+                                                                                            "high_q": 0.1},
+                                                            "control": "baseline"}),
+         ("methods.diffband.params.low_q: low_q 0.9 > high_q 0.1",)),
+    Case("control missing from the matrix", _set("methods.softmax.control", "uniform"),
+         ("methods.softmax.control: 'uniform' is not a method of this study",)),
+    Case("selection without a control", _drop_control("difffilter"),
+         ("methods.difffilter.control: missing; a selection method is compared with its control",)),
+    Case("mixture compared with the baseline", _method("reward_gap", {"policy": "reward_gap", "control": "baseline"}),
+         ("methods.reward_gap.control: 'baseline' runs policy 'baseline'", "static")),
+    Case("duplicate seeds", _set("seeds", [1, 1]), ("seeds: [1, 1] has non-unique elements",)),
+    Case("per-method seeds", _set("methods.softmax.seeds", [3]),
+         ("methods.softmax.seeds: unknown key 'seeds'", "study-wide top-level `seeds`")),
+    Case("per-method seed in params", _set("methods.difffilter.params.seed", 7),
+         ("methods.difffilter.params.seed: 7 is only meaningful with `control: random`",)),
+    Case("static weights name a domain the corpus lacks",
+         _method("static", {"policy": "static", "params": {"weights": {"math": 1, "logic": 1, "sciense": 1}},
+                            "control": "baseline"}),
+         ("methods.static.params.weights: domain(s) ['sciense'] are not in the corpus",)),
+    Case("real benchmark file missing", _real_benchmark("data/gpqa.jsonl", None),
+         ("benchmarks.files.GPQA-Diamond: 'data/gpqa.jsonl' does not exist", "benchmarks.hub_fallback: true")),
+    Case("real benchmark file empty (hub fallback on)", _real_benchmark("data/gpqa.jsonl", "", hub_fallback=True),
+         ("benchmarks.files.GPQA-Diamond: 'data/gpqa.jsonl' is empty",)),
+    Case("verl local model path missing", _verl(path="./weights/qwen-7b"),
+         ("models.qwen.path: local path './weights/qwen-7b' does not exist",)),
+    Case("embedded model given a path", _set("models.tiny-qwen2.path", "Qwen/Qwen2.5-7B"),
+         ("models.tiny-qwen2.path: 'Qwen/Qwen2.5-7B'", "reads no path")),
+    Case("unknown backend", _set("models.tiny-qwen2.backend", "verll"),
+         ("models.tiny-qwen2.backend: 'verll' is not one of ['embedded', 'verl']",)),
+    Case("training steps zero", _set("training.steps", 0), ("training.steps: 0 is less than the minimum of 1",)),
+    Case("warm-up steps zero", _set("models.tiny-qwen2.warmup.steps", 0),
+         ("models.tiny-qwen2.warmup.steps: 0 is less than the minimum of 1",)),
+    Case("checkpoint after the last step", _set("training.checkpoint_every", 10),
+         ("training.checkpoint_every: 10 > training.steps 3",)),
+    Case("verl batch does not divide over the GPUs", _all(_verl(prompts_per_step=4), _set("training.rollouts", 4)),
+         ("training.prompts_per_step: 4 × training.rollouts 4 = 16 responses per step do not divide over the "
+          "train job's 5 GPUs",), args=tuple(SLURM)),
+    Case("train job exceeds the partition's GPUs",
+         _all(_verl(prompts_per_step=8),
+              _set("cluster", {"partitions": {"gpu": {"gpus_per_node": 4}, "cpu": {"cpus_per_node": 16}}})),
+         ("resources of rule train: gpu=5 exceeds cluster.partitions.gpu.gpus_per_node = 4",), args=tuple(SLURM)),
+    Case("fewer CPUs than threads", _set("threads_per_job", 4),
+         ("resources of rule train: cpus_per_task=2 < threads=4",),
+         args=("--set-resources", "train:cpus_per_task=2")),
+    Case("reserved method name", _method("untrained", {"policy": "baseline"}),
+         ("methods.untrained: the name 'untrained' is reserved",)),
+    Case("method name that cannot be a path", _method("soft/max", {"policy": "softmax", "control": "baseline"}),
+         ("methods: the name 'soft/max' is not allowed",)),
+]
+
+
+def _dry_run(case: Case, root: Path) -> subprocess.CompletedProcess:
+    workdir = root / case.id.replace(" ", "_")
+    workdir.mkdir()
+    config = copy.deepcopy(SMOKE)
+    case.change(config, workdir)
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--snakefile", str(REPO / "Snakefile"),
+         "--directory", str(workdir), "--configfile", str(workdir / "config.yaml"), *case.args],
+        capture_output=True, text=True, timeout=300,
+    )
+
+
+@pytest.fixture(scope="module")
+def dry_runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bad_configs")
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(lambda case: _dry_run(case, root), CASES))
+    return {case.id: result for case, result in zip(CASES, results)}
+
+
+def test_there_are_at_least_twenty_distinct_bad_configs():
+    assert len({case.id for case in CASES}) == len(CASES) >= 20
+
+
+def test_every_refusal_is_documented():
+    documented = (REPO / "docs/refusals.md").read_text()
+    assert [case.id for case in CASES if case.expected[0] not in documented] == []
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_bad_config_is_refused_at_dry_run_naming_the_key(dry_runs, case):
+    result = dry_runs[case.id]
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output[-3000:]
+    for text in case.expected:
+        assert text in output, f"{text!r} not in:\n{output[-3000:]}"
+    assert "Building DAG of jobs" not in output  # refused while parsing, before any job is planned
+
+
+def test_the_smoke_config_itself_passes_and_its_summary_counts_the_planned_jobs(tmp_path):
+    """The cases' common base is valid (each refusal above is caused by its own change), and the dry-run summary's
+    jobs per rule are the ones Snakemake then plans."""
+    result = _dry_run(Case("smoke", lambda config, workdir: None, ()), tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    output = result.stdout + result.stderr
+    assert "1 model(s) × 4 method(s) × 2 seed(s) = 8 training runs; seeds 1, 2" in output
+    assert "    difffilter     difffilter  selection    vs baseline      high=0.8, low=0.2" in output  # keys sorted
+    summary = output.split("jobs from scratch and resources per job:", 1)[1].split("Job stats:", 1)[0]
+    summarised = {m[1]: int(m[2]) for m in re.finditer(r"^    (\w+)\s+(\d+)\s+1\s", summary, re.MULTILINE)}
+    stats = output.split("Job stats:", 1)[1]
+    planned = {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)\s*$", stats, re.MULTILINE)}
+    assert summarised == {rule: n for rule, n in planned.items() if rule not in ("all", "total")}
+    assert summarised["train"] == 8 and summarised["score"] == 9

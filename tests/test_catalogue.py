@@ -1,0 +1,182 @@
+"""The torch-free policy catalogue: it agrees with the torch registry, computes what the policies compute, and the
+config checks built on it accept the valid and refuse the invalid."""
+import copy
+import inspect
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from dataflex_rl.config_checks import method_errors, resource_errors, semantic_errors
+from dataflex_rl.policies import list_policies, registry
+from dataflex_rl.policies.batch import GroupBatch
+from dataflex_rl.policies.catalogue import CATALOGUE, OPTIONS, Param, catalogue_errors, rounded_count, solve_rates
+from dataflex_rl.policies.selection import _count, difficulty_band
+
+REPO = Path(__file__).resolve().parents[1]
+SMOKE = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
+
+
+def test_catalogue_and_registry_agree_on_names_families_signals_and_parameters():
+    registered = {name: (family, signal) for name, family, signal in list_policies()}
+    assert registered == {name: (spec.family, spec.signal) for name, spec in CATALOGUE.items()}
+    for name, spec in CATALOGUE.items():
+        entry = registry._REGISTRY[name]
+        assert entry.recompute_advantages == spec.recompute_advantages, name
+        if entry.target is None:  # baseline: no function, no parameters
+            assert spec.params == ()
+            continue
+        declared = list(inspect.signature(entry.target).parameters.values())[1:]
+        options = {o.name for o in OPTIONS[spec.family]}
+        assert {p.name: p.default for p in declared if p.name not in options} == \
+            {p.name: p.default for p in spec.params}, name
+    assert registry._OPTIONS == {"none": ("semantics",),
+                                 "selection": ("semantics", "drop_kl", "advantages", "control", "control_scope",
+                                               "seed"),
+                                 "reweighting": ("semantics", "normalize")}
+
+
+def test_registry_refuses_a_registration_that_disagrees_with_the_catalogue():
+    original = registry._REGISTRY.pop("softmax")
+    try:
+        def typo(batch, temprature: float = 1.0):
+            return batch.rewards
+
+        with pytest.raises(ValueError, match=r"softmax.*catalogue.*\['temprature'\].*\['temperature'\]"):
+            registry.reweighting("softmax", signal="mean_abs_advantage")(typo)
+        with pytest.raises(ValueError, match="family 'selection' differs from the catalogue's 'reweighting'"):
+            registry.selection("softmax", signal="mean_abs_advantage")(original.target)
+        assert "softmax" not in registry._REGISTRY
+    finally:
+        registry._REGISTRY["softmax"] = original
+    assert catalogue_errors("softmax", "reweighting", "mean_abs_advantage", original.target, False) == []
+    assert catalogue_errors("not_catalogued", "selection", "reward", original.target, False) == []
+
+
+def test_importing_the_config_module_does_not_import_torch():
+    code = "import sys, dataflex_rl.config, dataflex_rl.config_checks; print('torch' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("semantics", ["paper", "dataflex_released"])
+def test_rounded_count_is_the_topk_count_before_its_floor(semantics):
+    for total in range(1, 41):
+        for k in range(1, 81):
+            fraction = k / 80
+            assert max(1, min(total, rounded_count(fraction, total, semantics))) == _count(fraction, total, semantics)
+    # halves: 0.5·5 = 2.5 → 3 (paper, half up) or 2 (released, half to even); 0.1·5 = 0.5 → 1 or 0
+    assert (rounded_count(0.5, 5, "paper"), rounded_count(0.5, 5, "dataflex_released")) == (3, 2)
+    assert (rounded_count(0.1, 5, "paper"), rounded_count(0.1, 5, "dataflex_released")) == (1, 0)
+
+
+def _solved_batch(rollouts: int) -> GroupBatch:
+    """Group j has j of K responses solved (j = 0..K)."""
+    rewards = torch.tensor([[1.0 if k < j else 0.0 for k in range(rollouts)] for j in range(rollouts + 1)])
+    mask = torch.ones(*rewards.shape, 2)
+    return GroupBatch(rewards=rewards, lengths=torch.full_like(rewards, 2.0), token_mask=mask,
+                      advantages=torch.zeros_like(mask), old_logprobs=torch.zeros_like(mask),
+                      domains=("math",) * (rollouts + 1), prompt_ids=tuple(map(str, range(rollouts + 1))))
+
+
+@pytest.mark.parametrize("rollouts", [2, 3, 5, 7, 8])
+def test_difffilter_band_check_predicts_the_policy_exactly(rollouts):
+    batch = _solved_batch(rollouts)
+    for low, high in [(0.2, 0.8), (0.2, 0.4), (0.4, 0.6), (1 / 3, 2 / 3), (0.0, 1.0), (0.25, 0.5), (0.6, 0.61)]:
+        kept_by_policy = difficulty_band(batch, low, high)[:, 0].bool().tolist()
+        assert solve_rates(rollouts) == batch.solve_rate().tolist()
+        problems = CATALOGUE["difffilter"].joint({"low": low, "high": high},
+                                                  _shape(rollouts=rollouts))
+        assert (problems == []) == any(kept_by_policy), (rollouts, low, high)
+
+
+def _shape(rollouts=5, prompts_per_step=4, domains=("logic", "math", "science")):
+    from dataflex_rl.policies.catalogue import StudyShape
+
+    return StudyShape(rollouts, prompts_per_step, domains)
+
+
+def test_param_ranges_and_types():
+    fraction = CATALOGUE["topk"].param("fraction")
+    assert fraction.problem(1.0) is None and fraction.problem(0.25) is None
+    assert fraction.problem(0.0) == "must be a number in (0, 1]"
+    assert fraction.problem("half") == "must be a number in (0, 1]"
+    keep = CATALOGUE["gfpo"].param("keep")
+    assert keep.problem(3) is None and keep.problem(True) is not None and keep.problem(2.5) is not None
+    assert CATALOGUE["tscl"].param("policy").problem("greedy") == "must be one of epsilon_greedy, boltzmann"
+    assert Param("decay", "float", 0.9, low=0.0, high=1.0, high_open=True).problem(1.0) == \
+        "must be a number in [0, 1)"
+    assert CATALOGUE["maxvar"].param("keep").problem(None) is None  # None: resolved from semantics and K
+
+
+def test_topk_zero_count_depends_on_semantics_and_scope():
+    topk = CATALOGUE["topk"].joint
+    assert topk({"fraction": 0.1}, _shape()) == []                    # paper: 0.5 rounds up to 1 of 5
+    assert topk({"fraction": 0.1, "semantics": "dataflex_released", "scope": "per_group"}, _shape())  # round(0.5) = 0
+    assert topk({"fraction": 0.1, "semantics": "dataflex_released"}, _shape()) == []  # global: 0.1·20 = 2
+
+
+def _config(**methods):
+    config = copy.deepcopy(SMOKE)
+    config["methods"].update(methods)
+    return config
+
+
+def test_valid_configs_pass_and_a_matched_random_control_is_a_valid_control(tmp_path):
+    assert semantic_errors(SMOKE, REPO) == []
+    for name in ("config.yaml", "policies.yaml"):
+        overlay = yaml.safe_load((REPO / "config" / name).read_text())
+        assert method_errors(_config(**overlay["methods"])) == []
+    config = _config(topk_random={"policy": "topk", "params": {"control": "random", "seed": 3},
+                                  "control": "baseline"},
+                     topk={"policy": "topk", "control": "topk_random"},
+                     static={"policy": "static", "params": {"weights": {"math": 2, "logic": 1, "science": 1}}})
+    assert method_errors(config) == []
+    config["methods"]["topk"]["control"] = "softmax"
+    assert method_errors(config) == [
+        "methods.topk.control: 'softmax' runs policy 'softmax'; a selection method (topk) is compared with a method "
+        "whose policy is baseline (or its own matched-random control) (DESIGN.md: baseline, or static for mixtures) "
+        "— change the control"]
+
+
+def test_hub_fallback_allows_a_missing_file_but_never_an_empty_one(tmp_path):
+    config = copy.deepcopy(SMOKE)
+    names = config["benchmarks"]["names"]
+    names[names.index("kinematics")] = "GPQA-Diamond"
+    config["benchmarks"]["files"] = {"GPQA-Diamond": "gpqa.jsonl"}
+    assert semantic_errors(config, tmp_path) == [
+        "benchmarks.files.GPQA-Diamond: 'gpqa.jsonl' does not exist; put the file there, fix the path, or set "
+        "`benchmarks.hub_fallback: true` to load it from the hub by name"]
+    config["benchmarks"]["hub_fallback"] = True
+    assert semantic_errors(config, tmp_path) == []
+    (tmp_path / "gpqa.jsonl").write_text("")
+    assert semantic_errors(config, tmp_path) == [
+        "benchmarks.files.GPQA-Diamond: 'gpqa.jsonl' is empty; put the file there or fix the path"]
+    (tmp_path / "gpqa.jsonl").write_text('{"question": "q", "answer": "A"}\n')
+    config["benchmarks"]["hub_fallback"] = False
+    assert semantic_errors(config, tmp_path) == []
+
+
+def test_resource_errors_for_verl_batches_cpus_and_partitions():
+    config = copy.deepcopy(SMOKE)
+    config["models"] = {"qwen": {"backend": "verl", "path": "Qwen/Qwen2.5-7B"}}
+    config["training"]["prompts_per_step"] = 50  # 250 responses: divisible by 5 and 10 GPUs, not by 8
+    assert resource_errors(config, {"train": {"gpu": 10, "threads": 8, "cpus_per_task": 8}}) == []
+    (batch,) = resource_errors(config, {"train": {"gpu": 8}})
+    assert batch.startswith("training.prompts_per_step: 50 × training.rollouts 5 = 250 responses per step do not "
+                            "divide over the train job's 8 GPUs")
+    assert "use prompts_per_step 48 or 56, or a GPU count among [1, 2, 5, 10, 25, 50]" in batch
+    assert resource_errors(config, {"score": {"threads": 8, "cpus_per_task": 4}}) == [
+        "resources of rule score: cpus_per_task=4 < threads=8 (threads_per_job or set-threads); the job would "
+        "oversubscribe its CPUs — raise cpus_per_task or lower threads"]
+    config["cluster"] = {"partitions": {"gpu": {"gpus_per_node": 8, "max_runtime": 1440}}}
+    two_nodes = {"train": {"gpu": 10, "nodes": 2, "slurm_partition": "gpu", "runtime": 2880}}
+    assert resource_errors(config, two_nodes) == [
+        "resources of rule train: runtime=2880 exceeds cluster.partitions.gpu.max_runtime = 1440 minutes; lower the "
+        "request (profile set-resources or --set-resources) or use another partition"]
+    assert resource_errors(config, {"corpus": {"slurm_partition": "gpuu"}}) == [
+        "resources of rule corpus: slurm_partition='gpuu' is not in cluster.partitions; did you mean 'gpu'? "
+        "(known: gpu)"]

@@ -1,0 +1,80 @@
+"""The two gates in front of training, run through Snakemake itself: a verifier that accepts wrong answers stops the
+DAG at calibration, and a base model whose answers cannot be parsed stops it at the parse gate — nothing trains."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
+BENCHMARKS = ["basic_arithmetic", "syllogism", "unit_conversion"]  # one per domain keeps the DAG small
+
+# Imported by every Python process Snakemake starts (PYTHONPATH), so the planted fault is in the real jobs: the
+# multiple-choice verifier calls every response correct.
+ACCEPT_EVERYTHING = '''
+from dataflex_rl.verify import verifiers
+verifiers.VERIFIERS["multiple_choice"] = lambda response, item: verifiers.Verdict(parsed=True, correct=True)
+'''
+
+
+def _config(tmp_path, **calibration):
+    config = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
+    config["corpus"]["sources"] = config["benchmarks"]["names"] = BENCHMARKS
+    config["methods"] = {"baseline": {"policy": "baseline"}}
+    config["seeds"] = [1]
+    config["calibration"] = calibration
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_a_verifier_accepting_wrong_answers_stops_the_dag_before_training(tmp_path):
+    plant = tmp_path / "plant"
+    plant.mkdir()
+    (plant / "sitecustomize.py").write_text(ACCEPT_EVERYTHING)
+    workdir = tmp_path / "work"
+    result = subprocess.run(
+        [*SNAKEMAKE, "--cores", "2", "--keep-going", "--configfile", str(_config(tmp_path)), "--directory", str(workdir),
+         "results/runs/tiny-qwen2/baseline/seed1/weights.pt"],
+        capture_output=True, text=True, env={**__import__("os").environ, "PYTHONPATH": str(plant)})
+    assert result.returncode != 0
+    log = (workdir / "logs/calibration/unit_conversion.log").read_text()
+    assert "verifier calibration failed for benchmark 'unit_conversion'" in log and "multiple_choice" in log
+    assert (workdir / "results/calibration/basic_arithmetic.json").is_file()      # the sound verifiers passed
+    assert not (workdir / "results/models").exists() and not (workdir / "results/runs").exists()
+
+
+def _untrained_scores(workdir, parsed):
+    for bench, rate in zip(BENCHMARKS, parsed):
+        path = workdir / f"results/scores/tiny-qwen2/untrained/{bench}.parquet"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        flags = [i < rate * 10 for i in range(10)]
+        pd.DataFrame({"prompt_id": [f"p{i}" for i in range(10)], "response": ["x" if f else "???" for f in flags],
+                      "length": 2, "correct": False, "parsed": flags}).to_parquet(path)
+
+
+def test_the_parse_gate_stands_between_the_base_model_and_training(tmp_path):
+    config = _config(tmp_path, min_base_parse_rate=0.5)
+    plan = subprocess.run([*SNAKEMAKE, "-n", "--cores", "1", "--configfile", str(config), "--directory",
+                           str(tmp_path / "plan"), "results/runs/tiny-qwen2/baseline/seed1/weights.pt"],
+                          capture_output=True, text=True)
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    assert "rule parse_gate:" in plan.stdout and "rule train:" in plan.stdout
+
+    gate = ["results/calibration/parse_gate/tiny-qwen2.json", "--allowed-rules", "parse_gate", "--cores", "1",
+            "--configfile", str(config)]
+    failing, passing = tmp_path / "failing", tmp_path / "passing"
+    _untrained_scores(failing, [1.0, 0.9, 0.2])
+    result = subprocess.run([*SNAKEMAKE, *gate, "--directory", str(failing)], capture_output=True, text=True)
+    assert result.returncode != 0, result.stderr[-2000:]
+    log = (failing / "logs/calibration/parse_gate_tiny-qwen2.log").read_text()
+    assert "unit_conversion: parse rate 0.200 (2 of 10)" in log and "syllogism:" not in log
+    assert not (failing / "results/calibration/parse_gate/tiny-qwen2.json").exists()
+
+    _untrained_scores(passing, [1.0, 0.9, 0.5])
+    result = subprocess.run([*SNAKEMAKE, *gate, "--directory", str(passing)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = yaml.safe_load((passing / "results/calibration/parse_gate/tiny-qwen2.json").read_text())
+    assert report["failed"] == [] and report["benchmarks"]["unit_conversion"]["parse_rate"] == 0.5
