@@ -6,7 +6,6 @@ traceback into the log before the job fails with it.
 """
 from __future__ import annotations
 
-import sys
 import traceback
 from contextlib import contextmanager, redirect_stderr
 from typing import Iterator

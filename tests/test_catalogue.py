@@ -62,15 +62,14 @@ def test_importing_the_config_module_does_not_import_torch():
     assert result.stdout.strip() == "False"
 
 
-@pytest.mark.parametrize("semantics", ["paper", "dataflex_released"])
-def test_rounded_count_is_the_topk_count_before_its_floor(semantics):
-    for total in range(1, 41):
-        for k in range(1, 81):
-            fraction = k / 80
-            assert max(1, min(total, rounded_count(fraction, total, semantics))) == _count(fraction, total, semantics)
+def test_rounded_count_and_the_topk_count_by_hand():
     # halves: 0.5·5 = 2.5 → 3 (paper, half up) or 2 (released, half to even); 0.1·5 = 0.5 → 1 or 0
     assert (rounded_count(0.5, 5, "paper"), rounded_count(0.5, 5, "dataflex_released")) == (3, 2)
     assert (rounded_count(0.1, 5, "paper"), rounded_count(0.1, 5, "dataflex_released")) == (1, 0)
+    assert (rounded_count(0.75, 10, "paper"), rounded_count(0.75, 10, "dataflex_released")) == (8, 8)  # 7.5
+    assert (rounded_count(0.25, 10, "paper"), rounded_count(0.25, 10, "dataflex_released")) == (3, 2)  # 2.5
+    # topk keeps at least one response and at most all of them
+    assert (_count(0.1, 5, "dataflex_released"), _count(1.0, 5, "paper"), _count(0.5, 5, "paper")) == (1, 5, 3)
 
 
 def _solved_batch(rollouts: int) -> GroupBatch:

@@ -1,6 +1,4 @@
 """The embedded backend: decoding, shared-prefix log-probs, determinism and resume of the GRPO trainer."""
-import shutil
-
 import pandas as pd
 import pytest
 import torch

@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 import torch
 
-from dataflex_rl.backends.embedded.model import ModelShape, load_model, save_model
+from dataflex_rl.backends.embedded.model import load_model, save_model
 from dataflex_rl.backends.embedded.trainer import EmbeddedGRPOTrainer, train_run
 from dataflex_rl.backends.embedded.warmup import WarmupSettings
 from dataflex_rl.config import MethodSpec
@@ -81,10 +81,8 @@ print(json.dumps(statuses))
 @pytest.fixture(scope="session")
 def workspace(tmp_path_factory):
     root = tmp_path_factory.mktemp("faults")
-    shape = ModelShape(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-                       num_key_value_heads=1, vocab_size=300)
     # enough warm-up that sampled answers are sometimes right: non-degenerate groups, so updates carry PG signal
-    tiny_base(root, shape, WarmupSettings(steps=40, batch_size=16, learning_rate=1e-2), items_per_domain=20)
+    tiny_base(root, WarmupSettings(steps=40, batch_size=16, learning_rate=1e-2), items_per_domain=20)
     return root
 
 

@@ -6,7 +6,6 @@ import pandas as pd
 import pytest
 import torch
 
-from dataflex_rl.backends.embedded.model import ModelShape
 from dataflex_rl.backends.embedded.trainer import EmbeddedGRPOTrainer
 from dataflex_rl.backends.embedded.warmup import WarmupSettings
 from dataflex_rl.config import MethodSpec
@@ -20,9 +19,7 @@ METHOD = MethodSpec("dump_ucb", "dump_ucb", {}, "mixture")  # a mixture, so the 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory):
     root = tmp_path_factory.mktemp("guards")
-    shape = ModelShape(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-                       num_key_value_heads=1, vocab_size=300)
-    return root, tiny_base(root, shape, WarmupSettings(steps=40, batch_size=16, learning_rate=1e-2), 20)
+    return root, tiny_base(root, WarmupSettings(steps=40, batch_size=16, learning_rate=1e-2), 20)
 
 
 def trainer(workspace, steps: int, learning_rate: float = 1e-2) -> EmbeddedGRPOTrainer:

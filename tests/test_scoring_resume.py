@@ -6,27 +6,21 @@ import pandas as pd
 import pytest
 import torch
 
-from dataflex_rl.backends.embedded.base_model import build_base_model
-from dataflex_rl.backends.embedded.model import ModelShape, load_model
+from dataflex_rl.backends.embedded.model import load_model
 from dataflex_rl.backends.embedded.warmup import WarmupSettings
 from dataflex_rl.evaluate.scoring import score_embedded
-from dataflex_rl.tasks.corpus import benchmark_items, build_corpus
+from dataflex_rl.tasks.corpus import benchmark_items
 
-TEMPLATE = "{question}\nAnswer:"
+from tiny_base import TEMPLATE, tiny_base
+
 BENCHMARKS = ("basic_arithmetic", "syllogism", "kinematics")
 MARKER = "written into the shard by the test"
 
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory):
-    torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("scoring")
-    corpus, _ = build_corpus(list(BENCHMARKS), 20, seed=1)
-    corpus.to_parquet(root / "corpus.parquet")
-    shape = ModelShape(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-                       num_key_value_heads=1, vocab_size=300)
-    build_base_model(root / "corpus.parquet", root / "base", shape,
-                     WarmupSettings(steps=20, batch_size=16, learning_rate=1e-2), TEMPLATE, progress=False)
+    tiny_base(root, WarmupSettings(steps=20, batch_size=16, learning_rate=1e-2), items_per_domain=20)
     model, _ = load_model(root / "base")
     for index in (1, 2):  # two runs' weights: the base model with one bias shifted
         weights = model.state_dict()

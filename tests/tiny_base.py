@@ -11,9 +11,11 @@ from dataflex_rl.tasks.corpus import build_corpus
 
 TEMPLATE = "{question}\nAnswer:"
 SOURCES = ["syllogism", "basic_arithmetic", "kinematics"]
+SHAPE = ModelShape(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                   num_key_value_heads=1, vocab_size=300)
 
 
-def tiny_base(root: Path, shape: ModelShape, warmup: WarmupSettings, items_per_domain: int) -> pd.DataFrame:
+def tiny_base(root: Path, warmup: WarmupSettings, items_per_domain: int, shape: ModelShape = SHAPE) -> pd.DataFrame:
     """Write `root/corpus.parquet` (one source per domain) and build `root/base` on it; return the corpus."""
     torch.set_num_threads(1)
     corpus, _ = build_corpus(SOURCES, items_per_domain, seed=1)

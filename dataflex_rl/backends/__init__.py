@@ -44,4 +44,5 @@ def score_run(model_config: dict, *, base, weights, items: list, outputs: list, 
     from dataflex_rl.evaluate.scoring import score_embedded
 
     score_embedded(base, weights, items, outputs, template, max_new_tokens=evaluation.get("max_new_tokens", 8),
-                   batch_size=evaluation.get("batch_size", 128), threads=threads)
+                   batch_size=evaluation.get("batch_size", 128), threads=threads,
+                   temperature=evaluation.get("temperature", 0.0), seed=evaluation.get("seed", 0))

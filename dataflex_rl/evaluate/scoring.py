@@ -16,8 +16,11 @@ from dataflex_rl.verify.verifiers import get_verifier
 
 
 def score_items(model, tokenizer, items: pd.DataFrame, template: str, max_new_tokens: int,
-                batch_size: int = 128) -> pd.DataFrame:
-    """Greedy responses and verdicts for `items`, batched by prompt length to keep padding small."""
+                batch_size: int = 128, temperature: float = 0.0, seed: int = 0) -> pd.DataFrame:
+    """Responses and verdicts for `items`, batched by prompt length to keep padding small: greedy at temperature 0
+    (the default), else sampled at `temperature` from a generator seeded with `seed` (the same items, batch size and
+    seed give the same responses)."""
+    generator = None if temperature == 0 else torch.Generator().manual_seed(seed)
     records = items.to_dict("records")
     prompts = encode_prompts(tokenizer, [render_item_prompt(r, template, tokenizer) for r in records])
     order = sorted(range(len(records)), key=lambda i: len(prompts[i]))
@@ -25,7 +28,8 @@ def score_items(model, tokenizer, items: pd.DataFrame, template: str, max_new_to
     for start in range(0, len(order), batch_size):
         chunk = order[start : start + batch_size]
         generated = decode(model, [prompts[i] for i in chunk], max_new_tokens=max_new_tokens,
-                           eos_id=tokenizer.eos_token_id, pad_id=tokenizer.pad_token_id)
+                           eos_id=tokenizer.eos_token_id, pad_id=tokenizer.pad_token_id, generator=generator,
+                           temperature=temperature or 1.0)
         lengths = generated.response_mask.sum(-1).tolist()
         for index, text, length in zip(chunk, response_texts(tokenizer, generated), lengths):
             item = records[index]
@@ -36,7 +40,7 @@ def score_items(model, tokenizer, items: pd.DataFrame, template: str, max_new_to
 
 
 def score_embedded(base_dir, weights_path, items_paths: list, outputs: list, template: str, max_new_tokens: int,
-                   batch_size: int = 128, threads: int = 1) -> None:
+                   batch_size: int = 128, threads: int = 1, temperature: float = 0.0, seed: int = 0) -> None:
     """Load the base model (and a run's trained weights when given) once, then score each benchmark's items and write
     its per-item records atomically. Each finished benchmark is first kept as a shard (`dataflex_rl.evaluate.shards`)
     that a retry of a failed job copies instead of rescoring; the shards go once every output is written."""
@@ -44,13 +48,15 @@ def score_embedded(base_dir, weights_path, items_paths: list, outputs: list, tem
     model, tokenizer = load_model(base_dir)
     if weights_path is not None:
         model.load_state_dict(torch.load(weights_path, weights_only=True))
-    model_key, settings = shards.model_digest(base_dir, weights_path), repr((template, max_new_tokens, batch_size))
+    model_key = shards.model_digest(base_dir, weights_path)
+    settings = repr((template, max_new_tokens, batch_size) + ((temperature, seed) if temperature else ()))
     for items_path, output in zip(items_paths, outputs, strict=True):
         shard = shards.shard_path(output, model_key, shards.file_digest(items_path), settings)
         if shard.exists():
             print(f"reusing {shard}: {items_path} was scored by an earlier attempt of this job", file=sys.stderr)
         else:
-            scores = score_items(model, tokenizer, pd.read_parquet(items_path), template, max_new_tokens, batch_size)
+            scores = score_items(model, tokenizer, pd.read_parquet(items_path), template, max_new_tokens, batch_size,
+                                 temperature, seed)
             write_parquet(shard, scores)
         shards.publish(shard, output)
     for output in outputs:

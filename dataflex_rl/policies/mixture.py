@@ -11,6 +11,7 @@ from collections import deque
 from typing import Any
 
 from .batch import GroupBatch
+from .catalogue import TSCL_POLICIES
 from .registry import PAPER, RELEASED, check_semantics, mixture
 
 
@@ -253,9 +254,6 @@ def least_squares_slope(points: list[tuple[float, float]]) -> float:
     mean_y = sum(y for _, y in points) / n
     spread = sum((x - mean_x) ** 2 for x, _ in points)
     return sum((x - mean_x) * (y - mean_y) for x, y in points) / spread if spread > 0 else 0.0
-
-
-TSCL_POLICIES = ("epsilon_greedy", "boltzmann")
 
 
 @mixture("tscl", signal="domain_mean_reward")

@@ -9,24 +9,19 @@ the batch.
 """
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor
 
 from .batch import GroupBatch
+from .catalogue import rounded_count
 from .registry import PAPER, RELEASED, check_semantics, selection
 
 
 def _count(fraction: float, total: int, semantics: str) -> int:
-    """How many of `total` a fraction keeps (at least 1).
-
-    The released code uses Python's round(), which rounds halves to even (0.5·5 → 2); the paper semantics rounds
-    halves up (0.5·5 → 3), so "the top 50%" of an odd count keeps the larger half.
-    """
-    exact = fraction * total
-    count = round(exact) if semantics == RELEASED else math.floor(exact + 0.5)
-    return max(1, min(total, int(count)))
+    """How many of `total` a fraction keeps (at least 1), rounded as `catalogue.rounded_count` says: the released code
+    uses Python's round() (halves to even: 0.5·5 → 2); the paper semantics rounds halves up (0.5·5 → 3), so "the top
+    50%" of an odd count keeps the larger half."""
+    return max(1, min(total, rounded_count(fraction, total, semantics)))
 
 
 def _top_mask(scores: Tensor, keep: Tensor | int) -> Tensor:

@@ -12,7 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping, Sequence
 
-import numpy as np
 import pandas as pd
 
 from dataflex_rl.records import UNTRAINED
