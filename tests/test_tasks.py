@@ -5,6 +5,7 @@ import random
 import pandas as pd
 import pytest
 
+from dataflex_rl.benchmarks.loaders import BenchmarkSizeWarning
 from dataflex_rl.tasks.corpus import benchmark_items, build_corpus, drop_exact_duplicates, load_benchmark_file
 from dataflex_rl.tasks.registry import EMBEDDED_BENCHMARKS, PAPER_BENCHMARKS, get_benchmark
 from dataflex_rl.tasks.science import LETTERS, generate_science, science_question
@@ -75,7 +76,8 @@ def test_real_benchmark_loads_from_a_local_jsonl_with_its_own_column_names(tmp_p
     path = tmp_path / "gsm8k.jsonl"
     pd.DataFrame({"question": ["What is 2+3?", "What is 4*5?"], "answer": ["5", "20"]}).to_json(
         path, orient="records", lines=True)
-    items = load_benchmark_file(get_benchmark("GSM8K"), path)
+    with pytest.warns(BenchmarkSizeWarning, match="2 items from .*gsm8k.jsonl; the paper's authors scored 1319"):
+        items = load_benchmark_file(get_benchmark("GSM8K"), path)
     assert items["prompt"].tolist() == ["What is 2+3?", "What is 4*5?"]
     assert set(items["answer_format"]) == {"math"} and set(items["domain"]) == {"math"}
     with pytest.raises(FileNotFoundError, match="benchmark 'GSM8K'"):
