@@ -20,6 +20,10 @@ include: "rules/tables.smk"
 include: "rules/audit.smk"
 
 
+# Every rule is defined now: check the resources each asks for against the config and print the dry-run summary.
+check_resources_and_summarise()
+
+
 rule all:
     input:
         get_final_outputs(),

@@ -17,7 +17,3 @@ rule audit:
         "../envs/stats.yaml"
     script:
         "../workflow_scripts/audit.py"
-
-
-# Included last, so every rule is defined: the resource checks and the dry-run summary read the rules' resources.
-check_resources_and_summarise()

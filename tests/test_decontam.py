@@ -130,3 +130,28 @@ def test_files_round_trip(tmp_path, corpus, benchmarks):
                                 tmp_path / "out" / "clean.parquet", tmp_path / "out" / "audit.json")
     assert len(pd.read_parquet(tmp_path / "out" / "clean.parquet")) == audit["counts"]["kept"] == 27
     assert json.loads((tmp_path / "out" / "audit.json").read_text())["counts"] == audit["counts"]
+
+
+def test_real_benchmarks_decontaminate_the_corpus_like_the_stand_ins():
+    """Items loaded from the real benchmarks' native files: a corpus row copying one (with trivial edits) is removed
+    and counted under that benchmark; the procedural rows stay."""
+    import warnings
+    from pathlib import Path
+
+    from dataflex_rl.tasks.corpus import benchmark_items, build_corpus
+
+    fixtures = Path(__file__).parent / "fixtures/benchmarks"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the fixtures are smaller than the real benchmarks
+        real = pd.concat([benchmark_items("GSM8K", 0, 0, path=fixtures / "gsm8k_test.jsonl"),
+                          benchmark_items("MMLU-Pro-physics", 0, 0, path=fixtures / "mmlu_pro_physics.jsonl")],
+                         ignore_index=True)
+    procedural, _ = build_corpus(["basic_arithmetic", "syllogism", "kinematics"], 30, seed=1)
+    gsm8k, physics = (real[real["benchmark"] == name].iloc[0] for name in ("GSM8K", "MMLU-Pro-physics"))
+    copies = pd.DataFrame([
+        {**procedural.iloc[0].to_dict(), "id": "copy-gsm8k", "prompt": "  " + gsm8k["prompt"].upper() + " "},
+        {**procedural.iloc[0].to_dict(), "id": "copy-physics", "prompt": physics["prompt"].replace(".", " .")},
+    ])
+    kept, audit = decontaminate(pd.concat([procedural, copies], ignore_index=True), real)
+    assert audit["per_benchmark"] == {"GSM8K": 1, "MMLU-Pro-physics": 1}
+    assert audit["counts"]["removed"] == 2 and kept["id"].tolist() == procedural["id"].tolist()
