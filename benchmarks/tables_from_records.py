@@ -1,8 +1,8 @@
-"""Time regenerating every table and figure from a 591-run record file (issue 4: "in seconds").
+"""Time regenerating every table and figure from a 591-run record file (the study's goal: seconds).
 
 591 runs = 3 models × (1 untrained + 14 methods × 14 seeds), 12 paper benchmarks each (7,092 record rows); methods are
 compared with `baseline`. Prints the seconds for reading the records, for the tables and figures, and in total.
-    /work/venv/bin/python benchmarks/tables_from_records.py [--resamples 9999] [--keep DIR]
+    python benchmarks/tables_from_records.py [--resamples 9999] [--keep DIR]
 """
 from __future__ import annotations
 
