@@ -6,6 +6,7 @@ leaves a half-written file that a later run would mistake for a finished one.
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
 import tempfile
@@ -28,6 +29,13 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def remove_partial_writes(directory: str | os.PathLike, name_pattern: str) -> None:
+    """Delete the temporary files that killed `atomic_path` writes left in `directory` for targets whose names match
+    the glob `name_pattern` (a killed process runs no `finally`); pass `glob.escape(name)` for one exact name."""
+    for leftover in Path(directory).glob(f".{name_pattern}.*"):
+        leftover.unlink(missing_ok=True)
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:

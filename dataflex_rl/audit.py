@@ -23,12 +23,12 @@ RECORDS = "results/records/records.parquet"
 
 
 def _cell_paths(model: str, method: str, seed: int | None, benchmarks: list[str]) -> dict[str, Any]:
-    run_dir = UNTRAINED if seed is None else f"{method}/seed{seed}"
+    run = run_id(model, method, seed)  # "{model}/{method}/seed{seed}" or "{model}/untrained": the run's directory
     paths: dict[str, Any] = {}
     if seed is not None:
-        paths["weights"] = f"results/runs/{model}/{run_dir}/weights.pt"
-        paths["metrics"] = f"results/runs/{model}/{run_dir}/metrics.parquet"
-    paths["scores"] = {b: f"results/scores/{model}/{run_dir}/{b}.parquet" for b in benchmarks}
+        paths["weights"] = f"results/runs/{run}/weights.pt"
+        paths["metrics"] = f"results/runs/{run}/metrics.parquet"
+    paths["scores"] = {b: f"results/scores/{run}/{b}.parquet" for b in benchmarks}
     return paths
 
 

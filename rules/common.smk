@@ -8,7 +8,7 @@ from snakemake.utils import validate
 from dataflex_rl.config import expand_runs
 from dataflex_rl.policies.catalogue import CATALOGUE
 from dataflex_rl.config_checks import config_errors, corpus_domains, resource_errors
-from dataflex_rl.records import UNTRAINED
+from dataflex_rl.records import UNTRAINED, run_id
 from dataflex_rl.tasks.registry import get_benchmark
 
 
@@ -45,20 +45,10 @@ def backend(model):
     return config["models"][model]["backend"]
 
 
-def run_dirs():
-    return [run.path.split("/", 1)[1] for run in RUNS]
-
-
 def score_files():
     """Every (run, benchmark) score, the untrained base included; listed in `all` so that a lost one is rebuilt."""
-    runs = [(m, UNTRAINED) for m in MODELS] + [
-        tuple(r.path.split("/", 1)) for r in RUNS
-    ]
-    return [
-        f"results/scores/{model}/{run}/{bench}.parquet"
-        for model, run in runs
-        for bench in BENCHMARKS
-    ]
+    runs = [run_id(m, UNTRAINED, None) for m in MODELS] + [run.id for run in RUNS]
+    return [f"results/scores/{run}/{bench}.parquet" for run in runs for bench in BENCHMARKS]
 
 
 def run_outputs():

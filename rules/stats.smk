@@ -1,4 +1,4 @@
-from dataflex_rl.records import PROVENANCE_PACKAGES, config_hash
+from dataflex_rl.records import PROVENANCE_PACKAGES, config_hash, run_id
 
 
 def record_sources():
@@ -8,10 +8,9 @@ def record_sources():
     sources = []
     for model, method, seed in runs:
         run_hash = config_hash(config, model, method)
-        run_dir = UNTRAINED if seed is None else f"{method}/seed{seed}"
         sources.extend(
             {
-                "path": f"results/scores/{model}/{run_dir}/{bench}.parquet",
+                "path": f"results/scores/{run_id(model, method, seed)}/{bench}.parquet",
                 "model": model,
                 "method": method,
                 "seed": seed,

@@ -15,7 +15,7 @@ import os
 import shutil
 from pathlib import Path
 
-from dataflex_rl.atomic import atomic_path
+from dataflex_rl.atomic import atomic_path, remove_partial_writes
 
 STATE = ".state"
 _KEY_LENGTH = 16
@@ -64,6 +64,6 @@ def remove_shards(output: str | os.PathLike) -> None:
     (`atomic_path`'s `.<name>.*`); other benchmarks' shards stay, since another job may still need them."""
     output = Path(output)
     shard = f"{glob.escape(output.stem)}.{'?' * _KEY_LENGTH}{output.suffix}"
-    for pattern in (shard, f".{shard}.*"):
-        for path in (output.parent / STATE).glob(pattern):
-            path.unlink(missing_ok=True)
+    for path in (output.parent / STATE).glob(shard):
+        path.unlink(missing_ok=True)
+    remove_partial_writes(output.parent / STATE, shard)

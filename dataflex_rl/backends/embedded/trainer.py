@@ -30,7 +30,7 @@ from dataflex_rl import grpo
 from dataflex_rl.config import MethodSpec
 from dataflex_rl.faults import FaultPlan
 from dataflex_rl.recipe import GRPOSettings
-from dataflex_rl.atomic import atomic_path, write_parquet
+from dataflex_rl.atomic import atomic_path, remove_partial_writes, write_parquet
 from dataflex_rl.backends.embedded.generation import decode, response_texts
 from dataflex_rl.backends.embedded.model import load_model
 from dataflex_rl.backends.embedded.sequences import encode_prompts, response_logprobs
@@ -239,7 +239,7 @@ class EmbeddedGRPOTrainer:
     def train(self, state_dir: Path, progress: bool = True) -> pd.DataFrame:
         """Run (or resume) to `settings.steps`; returns the per-step metrics."""
         checkpoint = Path(state_dir) / "checkpoint.pt"
-        remove_partial_writes(checkpoint)
+        remove_partial_writes(checkpoint.parent, glob.escape(checkpoint.name))
         if checkpoint.exists():
             self.load_checkpoint(checkpoint)
             print(f"resuming from step {self.step} of {checkpoint}", file=sys.stderr)
@@ -273,14 +273,8 @@ def train_run(base_dir, corpus_path, method: MethodSpec, seed: int, settings: GR
     metrics = trainer.train(Path(state_dir), progress=progress)
     metrics.insert(0, "method", method.name)
     metrics.insert(1, "seed", seed)
-    for output in (out_weights, out_metrics):
-        remove_partial_writes(Path(output))
+    for output in (Path(out_weights), Path(out_metrics)):
+        remove_partial_writes(output.parent, glob.escape(output.name))
     trainer.save_atomically(trainer.model.state_dict(), Path(out_weights), fault_point="final_weights")
     trainer.fault.reached("after_final_weights", trainer.step)
     write_parquet(out_metrics, metrics)
-
-
-def remove_partial_writes(path: Path) -> None:
-    """Delete temporary files that a killed `atomic_path` write of `path` left beside it (named `.<name>.*`)."""
-    for leftover in path.parent.glob(f".{glob.escape(path.name)}.*"):
-        leftover.unlink(missing_ok=True)
