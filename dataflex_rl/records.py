@@ -37,9 +37,6 @@ RECORD_COLUMNS = ("model", "method", "seed", "run_id", "benchmark", "domain", "n
                   "mean_length", "mean_chars", "parse_rate", "parse_flagged", "steps", "config_hash",
                   "package_versions")
 PROVENANCE_COLUMNS = ("config_hash", "package_versions")
-# Columns that records tables written by earlier versions lack; such a table is read with them missing.
-LATER_COLUMNS = ("mean_chars", "parse_flagged", *PROVENANCE_COLUMNS)
-_LATER_DTYPES = {"mean_chars": "float64", "parse_flagged": "boolean"}
 PROVENANCE_PACKAGES = ("torch", "transformers", "dataflex-rl", "reasoning-gym", "math-verify", "datasketch")
 # The config sections that determine a run, in the order they are hashed. A trained run depends on all of them (its
 # model's entry and its method's entry only, not the whole matrix); the untrained base on the model, the benchmarks,
@@ -80,15 +77,6 @@ def package_versions(packages: Iterable[str] = PROVENANCE_PACKAGES) -> str:
         except metadata.PackageNotFoundError:
             versions[name] = None
     return json.dumps(versions, separators=(",", ":"))
-
-
-def with_later_columns(frame: pd.DataFrame) -> pd.DataFrame:
-    """`frame` with any missing LATER_COLUMNS added as missing values (tables written before they existed)."""
-    missing = [c for c in LATER_COLUMNS if c not in frame.columns]
-    if not missing:
-        return frame
-    added = {c: pd.Series(None, index=frame.index, dtype=_LATER_DTYPES.get(c, object)) for c in missing}
-    return frame.assign(**added)[[*RECORD_COLUMNS, *[c for c in frame.columns if c not in RECORD_COLUMNS]]]
 
 
 def run_id(model: str, method: str, seed: int | None) -> str:

@@ -25,7 +25,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from dataflex_rl.records import RECORD_COLUMNS, run_id, validate_records, with_later_columns
+from dataflex_rl.records import RECORD_COLUMNS, run_id, validate_records
 from dataflex_rl.tasks.registry import PAPER_BENCHMARKS
 
 # The released table's column name → the registry's paper benchmark name.
@@ -145,21 +145,9 @@ def import_released_runs(path: str | Path, sizes: dict[str, int] | None = None) 
     return frame
 
 
-def released_sizes(path: str | Path) -> pd.DataFrame:
-    """Per released column: the registry name, the registry size, the inferred size and how it was found."""
-    raw = pd.read_csv(path, dtype=str, keep_default_na=False)
-    rows = []
-    for column, benchmark in RELEASED_BENCHMARKS.items():
-        printed = [t for t in raw[column] if t.strip()]
-        size = infer_benchmark_size(printed, PAPER_BENCHMARKS[benchmark].size)
-        rows.append({"column": column, "benchmark": benchmark, "registry_size": PAPER_BENCHMARKS[benchmark].size,
-                     "n": size.n, "how": size.how, "values": len(printed)})
-    return pd.DataFrame(rows).astype({"registry_size": "Int64"})
-
-
 def load_records(path: str | Path) -> pd.DataFrame:
-    """A records table from a path: tidy parquet or CSV (RECORD_COLUMNS; a table from before a column was added gets
-    it as missing values), or the authors' released wide CSV."""
+    """A validated records table from a path: tidy parquet or CSV (every one of RECORD_COLUMNS; a table lacking any is
+    refused, naming them), or the authors' released wide CSV."""
     path = Path(path)
     if path.suffix == ".parquet":
         frame = pd.read_parquet(path)
@@ -167,9 +155,8 @@ def load_records(path: str | Path) -> pd.DataFrame:
         header = pd.read_csv(path, nrows=0).columns
         if set(RELEASED_RUN_COLUMNS) <= set(header) and set(RELEASED_BENCHMARKS) <= set(header):
             return import_released_runs(path)
-        frame = pd.read_csv(path).astype({"seed": "Int64", "steps": "Int64"})
+        frame = pd.read_csv(path, dtype={"seed": "Int64", "steps": "Int64"})
     else:
         raise ValueError(f"{path}: records must be .parquet or .csv")
-    frame = with_later_columns(frame)
     validate_records(frame)
     return frame

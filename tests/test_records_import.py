@@ -7,16 +7,19 @@ import pandas as pd
 import pytest
 
 from dataflex_rl.records import validate_records
-from dataflex_rl.records_import import (RELEASED_BENCHMARKS, import_released_runs, infer_benchmark_size,
-                                        load_records, released_sizes)
+from dataflex_rl.records_import import RELEASED_BENCHMARKS, import_released_runs, infer_benchmark_size, load_records
 from dataflex_rl.stats.sensitivity import benchmark_means
 from dataflex_rl.stats.summaries import math_heavy_benchmarks, run_summaries
+from dataflex_rl.tasks.registry import PAPER_BENCHMARKS
 
 RELEASED = Path(__file__).resolve().parents[2] / "shared/data/dataflex-rl-records/all_runs_171.csv"
 needs_release = pytest.mark.skipif(not RELEASED.is_file(), reason=f"{RELEASED} not present")
 
 SIX = ["math500", "aime24", "olympiadbench", "minerva_math", "gsm8k", "gpqa_diamond"]
 ORDER = ["baseline", "ar", "per", "softmax", "difffilter", "diffband", "maxvar", "gfpo", "topk"]
+SIZES = {"math500": 500, "aime24": 30, "olympiadbench": 675, "minerva_math": 272, "gsm8k": 1319, "kk_hard": 200,
+         "bbh_logical_deduction": 750, "bbh_tracking": 750, "zebra_logic_mc": 500, "gpqa_diamond": 198,
+         "mmlu_pro_chemistry": 500, "mmlu_pro_physics": 500}
 
 
 def test_size_exact_multiples_beat_the_registry():
@@ -38,12 +41,14 @@ def test_size_refuses_inconsistent_registry_and_bad_values():
 
 @needs_release
 def test_inferred_sizes_of_the_released_table():
-    sizes = released_sizes(RELEASED).set_index("column")
-    assert sizes["n"].to_dict() == {
-        "math500": 500, "aime24": 30, "olympiadbench": 675, "minerva_math": 272, "gsm8k": 1319, "kk_hard": 200,
-        "bbh_logical_deduction": 750, "bbh_tracking": 750, "zebra_logic_mc": 500, "gpqa_diamond": 198,
-        "mmlu_pro_chemistry": 500, "mmlu_pro_physics": 500}
-    assert sizes.loc["mmlu_pro_chemistry", "how"] == "exact" and sizes.loc["gsm8k", "how"] == "registry"
+    records = import_released_runs(RELEASED)
+    column = {b: c for c, b in RELEASED_BENCHMARKS.items()}
+    sizes = records.groupby("benchmark")["n"].agg(set)
+    assert {column[b]: n for b, n in sizes.items()} == {c: {n} for c, n in SIZES.items()}
+    raw = pd.read_csv(RELEASED, dtype=str)
+    assert infer_benchmark_size(raw["mmlu_pro_chemistry"].tolist(),
+                                PAPER_BENCHMARKS["MMLU-Pro-chemistry"].size).how == "exact"
+    assert infer_benchmark_size(raw["gsm8k"].tolist(), PAPER_BENCHMARKS["GSM8K"].size).how == "registry"
 
 
 @needs_release

@@ -1,4 +1,4 @@
-"""Provenance columns of the records: the config hash, the package versions, and legacy / imported tables."""
+"""Provenance columns of the records: the config hash, the package versions; incomplete and imported tables."""
 import hashlib
 import json
 from importlib import metadata
@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from dataflex_rl.records import (PROVENANCE_COLUMNS, RECORD_COLUMNS, collect_records, config_hash, package_versions,
-                                 records_frame, summarise_items, validate_records)
+                                 records_frame, summarise_items)
 from dataflex_rl.records_import import import_released_runs, load_records
 
 RELEASED = Path(__file__).resolve().parents[2] / "shared/data/dataflex-rl-records/all_runs_171.csv"
@@ -106,17 +106,14 @@ def test_validate_refuses_provenance_that_varies_within_a_run():
     records_frame([_row(1, config_hash="a" * 64), {**_row(1, config_hash="a" * 64), "benchmark": "c"}])
 
 
-def test_legacy_tables_without_later_columns_load_with_missing_values(tmp_path):
-    later = [*PROVENANCE_COLUMNS, "mean_chars"]
-    legacy = records_frame([_row(1), _row(2)]).drop(columns=later)
-    with pytest.raises(ValueError, match="lack columns"):
-        validate_records(legacy)
-    for suffix in ("parquet", "csv"):
-        path = tmp_path / f"legacy.{suffix}"
-        legacy.to_parquet(path, index=False) if suffix == "parquet" else legacy.to_csv(path, index=False)
-        loaded = load_records(path)
-        assert list(loaded.columns) == list(RECORD_COLUMNS)
-        assert loaded[later].isna().all().all()
+@pytest.mark.parametrize("suffix", ["parquet", "csv"])
+def test_a_table_lacking_columns_is_refused_naming_them(tmp_path, suffix):
+    lacking = records_frame([_row(1), _row(2)]).drop(columns=[*PROVENANCE_COLUMNS, "mean_chars", "seed"])
+    path = tmp_path / f"records.{suffix}"
+    lacking.to_parquet(path, index=False) if suffix == "parquet" else lacking.to_csv(path, index=False)
+    with pytest.raises(ValueError, match=r"records lack columns \['seed', 'mean_chars', 'config_hash', "
+                                         r"'package_versions'\]"):
+        load_records(path)
 
 
 @pytest.mark.skipif(not RELEASED.is_file(), reason=f"{RELEASED} not present")
