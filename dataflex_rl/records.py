@@ -21,7 +21,12 @@ ITEM_COLUMNS = ("prompt_id", "response", "length", "correct", "parsed")
 #   seed            matched training seed; nullable Int64, NA for the untrained base
 #   run_id          "{model}/{method}/seed{seed}", or "{model}/untrained"
 #   benchmark, domain
-#   n, correct      items scored and items solved; score = correct / n in [0, 1]
+#   n, correct, score  items scored, items solved, and the share solved in [0, 1]; every summary except the pooled
+#                   Item one (and the efficiency table's per-item ratios) reads `score`
+#   counts_inferred false where n and correct were counted from scored items: then score = correct / n exactly.
+#                   True for records imported from a table that printed only scores (dataflex_rl.records_import): score
+#                   is the value as printed, n the benchmark size inferred from the printed values and correct the
+#                   count nearest score · n; validation checks |score · n - correct| <= 0.5 there instead
 #   mean_length     mean response length in tokens; mean_chars = mean response length in characters (the unit of the
 #                   efficiency table, comparable across tokenizers); parse_rate = share of responses whose answer could
 #                   be extracted; all NaN where the source did not report them (tables imported from elsewhere)
@@ -34,7 +39,7 @@ ITEM_COLUMNS = ("prompt_id", "response", "length", "correct", "parsed")
 #   package_versions  provenance: compact JSON object {distribution: version or null} of PROVENANCE_PACKAGES in the
 #                   environment that built the records (`package_versions`). Missing (NA) for imported records.
 RECORD_COLUMNS = ("model", "method", "seed", "run_id", "benchmark", "domain", "n", "correct", "score",
-                  "mean_length", "mean_chars", "parse_rate", "parse_flagged", "steps", "config_hash",
+                  "counts_inferred", "mean_length", "mean_chars", "parse_rate", "parse_flagged", "steps", "config_hash",
                   "package_versions")
 PROVENANCE_COLUMNS = ("config_hash", "package_versions")
 PROVENANCE_PACKAGES = ("torch", "transformers", "dataflex-rl", "reasoning-gym", "math-verify", "datasketch")
@@ -114,6 +119,7 @@ def summarise_items(items: pd.DataFrame, *, model: str, method: str, seed: int |
         "n": n,
         "correct": solved,
         "score": solved / n,
+        "counts_inferred": False,
         "mean_length": float(items["length"].mean()),
         "mean_chars": float(items["response"].fillna("").str.len().mean()),
         "parse_rate": parse_rate,
@@ -128,7 +134,7 @@ def records_frame(rows: Iterable[Mapping]) -> pd.DataFrame:
     """Build a validated records table from record rows, with nullable integer seeds and steps."""
     frame = pd.DataFrame(list(rows), columns=list(RECORD_COLUMNS))
     frame = frame.astype({"seed": "Int64", "steps": "Int64", "n": "int64", "correct": "int64",
-                          "parse_flagged": "boolean"})
+                          "counts_inferred": "bool", "parse_flagged": "boolean"})
     validate_records(frame)
     return frame
 
@@ -162,7 +168,13 @@ def validate_records(df: pd.DataFrame) -> None:
     score = pd.to_numeric(df["score"], errors="coerce")
     problems += _problem(~(n > 0), "n must be a positive count")
     problems += _problem(~((correct >= 0) & (correct <= n)), "correct must lie in [0, n]")
-    problems += _problem(~((score - correct / n).abs() <= 1e-9), "score must equal correct / n")
+    problems += _problem(score.notna() & ~score.between(0, 1), "score must lie in [0, 1]")
+    problems += _problem(~df["counts_inferred"].isin([True, False]), "counts_inferred must be true or false")
+    inferred = df["counts_inferred"].isin([True])
+    problems += _problem(~inferred & ~((score - correct / n).abs() <= 1e-9),
+                         "score must equal correct / n where counts are measured")
+    problems += _problem(inferred & ~((score * n - correct).abs() <= 0.5 + 1e-9),
+                         "correct must be the count nearest score · n where counts are inferred")
     parse_rate = pd.to_numeric(df["parse_rate"], errors="coerce")
     # Missing lengths and parse rates are allowed (not every source reports them); present ones must be in range.
     problems += _problem(df["parse_rate"].notna() & ~parse_rate.between(0, 1), "parse_rate must lie in [0, 1]")

@@ -1,16 +1,19 @@
 """Records from elsewhere: the DataFlex-RL authors' released run table, and the loader the tables rule reads.
 
 The released table (`all_runs_171.csv`) has one row per training run and one column per benchmark holding accuracy in
-percent. A record needs counts, so each column's evaluated size n is inferred from the values themselves: every score
-is correct/n, printed either at full float precision or rounded to one decimal. `infer_benchmark_size` takes, in order,
+percent. A record's `score` is that value as printed (divided by 100), so every mean of scores the tables print is a
+mean of the authors' values. Counts are needed only where items are pooled (the Item summary), so each column's
+evaluated size n is inferred from the values themselves: every score is correct/n, printed either at full float
+precision or rounded to one decimal. `infer_benchmark_size` takes, in order,
   1. the smallest n for which every value is exactly a multiple of 100/n, if that n is finer than the printing grid
      (the data then proves the size: e.g. MMLU-Pro values are all even tenths, so 500 items, not the full 1,132);
   2. the registry's size, if every value is the rounding of some k/size at its printed precision;
   3. the smallest n for which every value is such a rounding.
 For the released file this gives math500 500, aime24 30, olympiadbench 675, minerva_math 272, gsm8k 1319, kk_hard 200,
 bbh_logical_deduction 750, bbh_tracking 750, zebra_logic_mc 500, gpqa_diamond 198, mmlu_pro_chemistry 500,
-mmlu_pro_physics 500 (tests/test_records_import.py holds these). correct = round(score · n) and score = correct / n;
-the printed value is kept as `score_reported`.
+mmlu_pro_physics 500 (tests/test_records_import.py holds these). correct = round(score · n), and the rows are marked
+`counts_inferred` (dataflex_rl.records). Rounding the printed score to a count would move it: 6.2 on Minerva-Math
+becomes 17/272 = 6.25.
 
 The same (model, method, seed) appears in several campaigns (the 7B-Instruct baseline is in main, constrained and
 long_training), so a record's `model` is the study cell "{model}@{campaign}[:{regime}]"; the model itself, campaign,
@@ -44,7 +47,7 @@ RELEASED_BENCHMARKS = {
     "mmlu_pro_physics": "MMLU-Pro-physics",
 }
 RELEASED_RUN_COLUMNS = ("run_id", "campaign", "model", "method", "seed", "steps", "regime")
-EXTRA_COLUMNS = ("base_model", "campaign", "regime", "source_run_id", "score_reported")
+EXTRA_COLUMNS = ("base_model", "campaign", "regime", "source_run_id")
 MAX_SIZE = 5000
 
 
@@ -129,18 +132,17 @@ def import_released_runs(path: str | Path, sizes: dict[str, int] | None = None) 
             seed = int(run.seed)
             rows.append({
                 "model": cell, "method": run.method, "seed": seed, "run_id": run_id(cell, run.method, seed),
-                "benchmark": benchmark, "domain": domain, "n": n, "correct": int(k), "score": int(k) / n,
-                "mean_length": math.nan, "mean_chars": math.nan, "parse_rate": math.nan,
+                "benchmark": benchmark, "domain": domain, "n": n, "correct": int(k), "score": pct / 100,
+                "counts_inferred": True, "mean_length": math.nan, "mean_chars": math.nan, "parse_rate": math.nan,
                 "parse_flagged": None, "steps": int(run.steps),
                 # The release states neither the configs nor the environment of its runs: no provenance.
                 "config_hash": None, "package_versions": None,
                 "base_model": run.model, "campaign": run.campaign, "regime": regime, "source_run_id": run.run_id,
-                "score_reported": pct / 100,
             })
     frame = pd.DataFrame(rows, columns=[*RECORD_COLUMNS, *EXTRA_COLUMNS])
     frame = frame.astype({"seed": "Int64", "steps": "Int64", "n": "int64", "correct": "int64",
-                          "mean_length": "float64", "mean_chars": "float64", "parse_rate": "float64",
-                          "parse_flagged": "boolean"})
+                          "counts_inferred": "bool", "mean_length": "float64", "mean_chars": "float64",
+                          "parse_rate": "float64", "parse_flagged": "boolean"})
     validate_records(frame)
     return frame
 

@@ -15,8 +15,8 @@ def test_summarise_items_counts():
                           method="difffilter", seed=3, benchmark="gsm8k", domain="math", steps=300)
     assert row == {"model": "tiny", "method": "difffilter", "seed": 3, "run_id": "tiny/difffilter/seed3",
                    "benchmark": "gsm8k", "domain": "math", "n": 4, "correct": 3, "score": 0.75,
-                   "mean_length": 25.0, "mean_chars": 1.5, "parse_rate": 0.75, "parse_flagged": None, "steps": 300, "config_hash": None,
-                   "package_versions": None}
+                   "counts_inferred": False, "mean_length": 25.0, "mean_chars": 1.5, "parse_rate": 0.75,
+                   "parse_flagged": None, "steps": 300, "config_hash": None, "package_versions": None}
     assert set(row) == set(RECORD_COLUMNS)
 
 
@@ -51,7 +51,8 @@ def test_validate_names_missing_columns():
 
 
 @pytest.mark.parametrize("column, value, message", [
-    ("score", 0.9, "score must equal correct / n"),
+    ("score", 0.9, "score must equal correct / n where counts are measured"),
+    ("score", 1.5, r"score must lie in \[0, 1\]"),
     ("correct", 5, "correct must lie in"),
     ("parse_rate", 1.5, "parse_rate"),
     ("run_id", "t/baseline/seed9", "run_id"),
@@ -64,7 +65,36 @@ def test_validate_names_bad_values(column, value, message):
         validate_records(records)
 
 
+def test_validate_refuses_unknown_count_origin():
+    records = _valid().astype({"counts_inferred": object})
+    records.loc[0, "counts_inferred"] = None
+    with pytest.raises(ValueError, match=r"counts_inferred must be true or false \(rows \[0\]\)"):
+        validate_records(records)
+
+
 def test_validate_refuses_repeated_cells():
     records = _valid()
     with pytest.raises(ValueError, match="repeats"):
         validate_records(pd.concat([records, records.iloc[[0]]], ignore_index=True))
+
+
+def _imported(score, n, correct):
+    """A record row as an importer of printed scores writes it: the score as printed, counts inferred."""
+    return {**_valid().iloc[0].to_dict(), "n": n, "correct": correct, "score": score, "counts_inferred": True}
+
+
+def test_inferred_counts_keep_the_printed_score():
+    # 6.2 % of 272 items is 16.864, so 17 solved; the printed 0.062 stays the score (17/272 would be 0.0625).
+    records = records_frame([_imported(0.062, 272, 17)])
+    assert records.loc[0, "score"] == 0.062 and records.loc[0, "counts_inferred"]
+    # A printed score exactly halfway between two counts admits either.
+    records_frame([_imported(0.25, 2, 0)])
+    with pytest.raises(ValueError, match="score must equal correct / n where counts are measured"):
+        records_frame([{**_imported(0.062, 272, 17), "counts_inferred": False}])
+
+
+@pytest.mark.parametrize("n, correct", [(272, 16), (272, 18), (30, 1)])
+def test_inferred_counts_must_be_the_count_nearest_the_score(n, correct):
+    # 0.062 · 272 = 16.864 (only 17 is nearest); 0.062 · 30 = 1.86 (2, not 1).
+    with pytest.raises(ValueError, match="correct must be the count nearest score · n where counts are inferred"):
+        records_frame([_imported(0.062, n, correct)])

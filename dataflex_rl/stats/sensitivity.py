@@ -74,13 +74,13 @@ def domain_tradeoffs(summaries: pd.DataFrame) -> pd.DataFrame:
     return method_means(summaries, domains + summary_columns(summaries)[:1])
 
 
-def benchmark_means(records: pd.DataFrame, benchmarks: Sequence[str] | None = None,
-                    score: str = "score") -> pd.DataFrame:
+def benchmark_means(records: pd.DataFrame, benchmarks: Sequence[str] | None = None) -> pd.DataFrame:
     """Per (model, method): the mean over seeds of each benchmark's score in points (wide, benchmarks in record order)
     and their mean — with the authors' six benchmarks this is their build_tables.py table."""
     names = list(benchmarks or pd.unique(records["benchmark"]))
     subset = records[records["benchmark"].isin(names)]
-    wide = subset.pivot_table(index=["model", "method"], columns="benchmark", values=score, aggfunc="mean", sort=False)
+    wide = subset.pivot_table(index=["model", "method"], columns="benchmark", values="score", aggfunc="mean",
+                              sort=False)
     wide = wide[names].mul(POINTS)
     wide["mean"] = wide.mean(axis=1)
     seeds = subset.groupby(["model", "method"], sort=False)["seed"].nunique().rename("n_seeds")

@@ -37,10 +37,10 @@ def simulate_records(models: Sequence[str], methods: Sequence[str], seeds: Seque
                 rows.append({
                     "model": model, "method": method, "seed": seed, "run_id": run_id(model, method, seed),
                     "benchmark": bench, "domain": get_benchmark(bench).domain, "n": n, "correct": correct,
-                    "score": correct / n,
+                    "score": correct / n, "counts_inferred": False,
                     "mean_length": length, "mean_chars": 3.6 * length, "parse_rate": 1.0, "parse_flagged": False,
                     "steps": 0 if seed is None else 300, "config_hash": None, "package_versions": None,
                 })
     frame = pd.DataFrame(rows, columns=list(RECORD_COLUMNS))
     return frame.astype({"seed": "Int64", "steps": "Int64", "n": "int64", "correct": "int64",
-                         "parse_flagged": "boolean"})
+                         "counts_inferred": "bool", "parse_flagged": "boolean"})
