@@ -103,8 +103,8 @@ def _method_params_errors(name: str, entry: Mapping, shape: StudyShape) -> list[
         errors += [f"{key}.{option}: {params[option]!r} is only meaningful with `control: random` (the matched-random "
                    f"control); add it or remove {option}" + (f" — {_KEY_HINTS['seed']}" if option == "seed" else "")
                    for option in ("control_scope", "seed") if option in params]
-    if spec.joint is not None:
-        errors += [f"{key}.{param}: {problem}" for param, problem in spec.joint(params, shape)]
+    problems = spec.constraints(params, shape.domains) + spec.joint(params, shape)
+    errors += [f"{key}.{param}: {problem}" for param, problem in problems]
     return errors
 
 

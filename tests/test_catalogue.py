@@ -11,32 +11,43 @@ import torch
 import yaml
 
 from dataflex_rl.config_checks import method_errors, resource_errors, semantic_errors
-from dataflex_rl.policies import list_policies, registry
+from dataflex_rl.policies import build_mixture, build_response_policy, list_policies, registry
 from dataflex_rl.policies.batch import GroupBatch
-from dataflex_rl.policies.catalogue import CATALOGUE, OPTIONS, Param, catalogue_errors, rounded_count, solve_rates
+from dataflex_rl.policies.catalogue import CATALOGUE, OPTIONS, Param, PolicySpec, rounded_count, solve_rates
 from dataflex_rl.policies.selection import _count, difficulty_band
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
 
 
-def test_catalogue_and_registry_agree_on_names_families_signals_and_parameters():
+def test_catalogue_and_registry_agree_every_entry_has_exactly_one_implementation():
     registered = {name: (family, signal) for name, family, signal in list_policies()}
     assert registered == {name: (spec.family, spec.signal) for name, spec in CATALOGUE.items()}
+    assert registry.unimplemented() == []
     for name, spec in CATALOGUE.items():
         entry = registry._REGISTRY[name]
-        assert entry.recompute_advantages == spec.recompute_advantages, name
+        assert entry.spec is spec
         if entry.target is None:  # baseline: no function, no parameters
             assert spec.params == ()
             continue
         declared = list(inspect.signature(entry.target).parameters.values())[1:]
-        options = {o.name for o in OPTIONS[spec.family]}
-        assert {p.name: p.default for p in declared if p.name not in options} == \
-            {p.name: p.default for p in spec.params}, name
-    assert registry._OPTIONS == {"none": ("semantics",),
-                                 "selection": ("semantics", "drop_kl", "advantages", "control", "control_scope",
-                                               "seed"),
-                                 "reweighting": ("semantics", "normalize")}
+        assert {p.name for p in declared} - {"semantics"} == {p.name for p in spec.params} - {"semantics"}, name
+        assert all(p.default is inspect.Parameter.empty for p in declared), name  # defaults: the catalogue's only
+        with pytest.raises(ValueError, match=f"{name!r} is already registered"):
+            registry.policy(name)(entry.target)
+    assert {family: tuple(o.name for o in options) for family, options in OPTIONS.items() if options} == {
+        "none": ("semantics",),
+        "selection": ("semantics", "drop_kl", "advantages", "control", "control_scope", "seed"),
+        "reweighting": ("semantics", "normalize")}
+
+
+def test_a_catalogue_entry_without_an_implementation_is_refused(monkeypatch):
+    import dataflex_rl.policies
+
+    monkeypatch.setitem(CATALOGUE, "orphan", PolicySpec("orphan", "selection", "reward"))
+    assert registry.unimplemented() == ["orphan"]
+    with pytest.raises(ImportError, match=r"\['orphan'\] have no implementation: register one .* @policy\(name\)"):
+        dataflex_rl.policies.__getattr__("LossWeights")
 
 
 def test_registry_refuses_a_registration_that_disagrees_with_the_catalogue():
@@ -45,19 +56,56 @@ def test_registry_refuses_a_registration_that_disagrees_with_the_catalogue():
         def typo(batch, temprature: float = 1.0):
             return batch.rewards
 
+        def restated(batch, temperature: float = 1.0):
+            return batch.rewards
+
         with pytest.raises(ValueError, match=r"softmax.*catalogue.*\['temprature'\].*\['temperature'\]"):
-            registry.reweighting("softmax", signal="mean_abs_advantage")(typo)
-        with pytest.raises(ValueError, match="family 'selection' differs from the catalogue's 'reweighting'"):
-            registry.selection("softmax", signal="mean_abs_advantage")(original.target)
+            registry.policy("softmax")(typo)
+        with pytest.raises(ValueError, match=r"\['temperature'\] restate a default; defaults live in the catalogue"):
+            registry.policy("softmax")(restated)
+        with pytest.raises(ValueError, match="a reweighting policy is implemented by a function"):
+            registry.policy("softmax")(type("Softmax", (), {"__init__": lambda self, domains, temperature: None}))
         assert "softmax" not in registry._REGISTRY
     finally:
         registry._REGISTRY["softmax"] = original
-    assert catalogue_errors("softmax", "reweighting", "mean_abs_advantage", original.target, False) == []
-    assert catalogue_errors("not_catalogued", "selection", "reward", original.target, False) == []
 
 
-def test_importing_the_config_module_does_not_import_torch():
-    code = "import sys, dataflex_rl.config, dataflex_rl.config_checks; print('torch' in sys.modules)"
+def test_a_policy_without_a_catalogue_entry_is_refused_naming_the_fix():
+    def uncatalogued(batch, keep):
+        return batch.rewards
+
+    with pytest.raises(ValueError, match=r"'not_catalogued' has no catalogue entry: add PolicySpec\('not_catalogued', "
+                                         r"\.\.\.\) to CATALOGUE in dataflex_rl/policies/catalogue\.py"):
+        registry.policy("not_catalogued")(uncatalogued)
+    assert "not_catalogued" not in registry._REGISTRY
+
+
+def test_defaults_resolve_under_the_semantics_and_reach_the_implementation():
+    # DUMP's constants (window 300 responses, T = 0.1, no floor) and the released code's (50, 1, 0.05).
+    dump_ucb = CATALOGUE["dump_ucb"]
+    assert dump_ucb.resolve({}) == {"window": 300, "c": 1.0, "temperature": 0.1, "floor": 0.0, "semantics": "paper"}
+    released = dump_ucb.resolve({"semantics": "dataflex_released", "c": 2.0, "floor": None})
+    assert released == {"window": 50, "c": 2.0, "temperature": 1.0, "floor": 0.05, "semantics": "dataflex_released"}
+    mixer = build_mixture("dump_ucb", ["logic", "math"], {"semantics": "dataflex_released", "c": 2.0})
+    assert (mixer.window, mixer.c, mixer.temperature, mixer.floor) == (50, 2.0, 1.0, 0.05)
+    assert build_response_policy("topk", {"semantics": "dataflex_released"}).params == {
+        "fraction": 0.5, "scope": "global", "semantics": "dataflex_released"}
+    assert build_response_policy("maxvar", {}).params == {"keep": None, "semantics": "paper"}  # resolved from K
+
+
+def test_the_registry_checks_ranges_and_constraints_from_the_catalogue():
+    with pytest.raises(ValueError, match=r"policy 'gfpo': keep 0 must be an integer in \[1, inf\)"):
+        build_response_policy("gfpo", {"keep": 0})
+    with pytest.raises(ValueError, match=r"policy 'diffband': low_q: low_q 0.9 > high_q 0.1"):
+        build_response_policy("diffband", {"low_q": 0.9, "high_q": 0.1})
+    with pytest.raises(ValueError, match=r"min_prob 0.6 × 2 domains = 1.2 > 1"):
+        build_mixture("reward_gap", ["logic", "math"], {"min_prob": 0.6})
+    build_mixture("reward_gap", ["logic", "math"], {"min_prob": 0.5})  # 0.5 × 2 = 1: every domain at its floor
+
+
+def test_importing_the_config_module_and_the_catalogue_does_not_import_torch():
+    code = ("import sys, dataflex_rl.policies.catalogue, dataflex_rl.config, dataflex_rl.config_checks; "
+            "print('torch' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
 

@@ -7,7 +7,7 @@ import torch
 
 from dataflex_rl.grpo import grpo_loss
 from dataflex_rl.policies import GroupBatch, build_mixture, build_response_policy, list_policies
-from dataflex_rl.policies.registry import reweighting_weights, selection_weights
+from dataflex_rl.policies.weights import reweighting_weights, selection_weights
 
 LN3 = math.log(3.0)
 

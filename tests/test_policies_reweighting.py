@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from dataflex_rl.policies import GroupBatch, build_response_policy
-from dataflex_rl.policies.registry import reweighting_weights
+from dataflex_rl.policies.weights import reweighting_weights
 
 
 def batch_with(rewards, lengths, max_len, response_adv=None, token_probs=None):

@@ -302,14 +302,15 @@ def test_paper_and_released_option_defaults():
     assert build_response_policy("baseline", {"semantics": "dataflex_released"}).family == "none"
 
 
-def test_the_documented_example_policy_registers_and_runs():
+def test_the_documented_example_policy_registers_and_runs(monkeypatch):
     from pathlib import Path
 
-    from dataflex_rl.policies import registry
+    from dataflex_rl.policies import catalogue, registry
 
     docs = (Path(__file__).resolve().parents[1] / "docs" / "policies.md").read_text()
     section = docs.split("## Adding a selection policy", 1)[1]
-    code = section.split("```python", 1)[1].split("```", 1)[0]
+    entry, code = (block.split("```", 1)[0] for block in section.split("```python")[1:3])
+    monkeypatch.setitem(catalogue.CATALOGUE, "longest_correct", eval(entry, vars(catalogue)))
     try:
         exec(compile(code, "docs/policies.md", "exec"), {})
         batch = grpo_batch([[1.0, 1.0, 0.0, 1.0], [0.0, 0.0, 0.0, 1.0]], lengths=[[1, 3, 4, 2], [4, 4, 4, 1]])

@@ -1,14 +1,13 @@
 """The policy catalogue: every data policy's name, family, signal, parameters (defaults, valid ranges, choices) and the
 control it is compared against — plain data, no torch.
 
-It is the one description of the policies that both sides read: the torch registry (registry.py) checks each
-registration against it (family, signal, parameter names and defaults), and the study config is validated against it
-at dry-run time without importing torch (dataflex_rl.config_checks). A policy registered under a name the catalogue
-lacks still works from Python; a study config can name it once its entry is added here.
+It is the one declaration of a policy: an implementation registers under its name and takes everything else from
+here (registry.py refuses a name without an entry), the registry builds a policy from the parameters resolved and
+checked here, and the study config is validated against the same entries at dry-run time without importing torch
+(dataflex_rl.config_checks).
 """
 from __future__ import annotations
 
-import inspect
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
@@ -25,10 +24,16 @@ GFPO_METRICS = ("efficiency", "length")
 TSCL_POLICIES = ("epsilon_greedy", "boltzmann")
 
 
+_AS_PAPER = object()  # `Param.released` when the released code ran the paper's default
+
+
 @dataclass(frozen=True)
 class Param:
-    """One parameter: its default (None where the policy resolves it from `semantics` or K), type and valid values.
+    """One parameter: its default, type and valid values.
 
+    default: the value under `semantics: paper` (None where the policy resolves it itself, e.g. from K);
+    released: the default under `semantics: dataflex_released`, where the released code ran another one. A parameter
+    with such a semantics-dependent default also accepts null, meaning "the semantics' default".
     kind: "int", "float", "str", "bool" or "mapping"; numbers lie in [low, high] (an open end excludes the bound);
     a string is one of `choices`.
     """
@@ -36,6 +41,7 @@ class Param:
     name: str
     kind: str
     default: Any = None
+    released: Any = _AS_PAPER
     low: float | None = None
     high: float | None = None
     low_open: bool = False
@@ -52,10 +58,14 @@ class Param:
         right = "inf)" if self.high is None else f"{self.high:g}{')' if self.high_open else ']'}"
         return f"{'an integer' if self.kind == 'int' else 'a number'} in {left}, {right}"
 
+    def default_for(self, semantics: str) -> Any:
+        return self.default if semantics == PAPER or self.released is _AS_PAPER else self.released
+
     def problem(self, value: Any) -> str | None:
         """Why `value` is not a valid setting of this parameter, or None."""
         if value is None:
-            return None if self.default is None else f"must be {self.valid_values()}, not null"
+            nullable = self.default is None or self.released is not _AS_PAPER
+            return None if nullable else f"must be {self.valid_values()}, not null"
         if self.kind == "bool":
             ok = isinstance(value, bool)
         elif self.kind == "int":
@@ -80,7 +90,7 @@ class Param:
 
 @dataclass(frozen=True)
 class StudyShape:
-    """What a policy's joint constraints depend on: K rollouts, prompts per step and the corpus domains."""
+    """What a policy's `joint` and `constraints` read: K rollouts, prompts per step and the corpus domains."""
 
     rollouts: int
     prompts_per_step: int
@@ -90,8 +100,14 @@ class StudyShape:
 @dataclass(frozen=True)
 class PolicySpec:
     """A catalogued policy. `controls`: the policies a method of this one may be compared against (empty: it is the
-    reference and takes no control); `requires_control`: a method of it must name one. `joint`: checks that involve
-    several parameters or the study's shape, returning (parameter, problem) pairs."""
+    reference and takes no control); `requires_control`: a method of it must name one.
+
+    Checks across parameters, each given the resolved parameters (`resolve`) and returning (parameter, problem) pairs:
+    `constraints_check(params, domains)`: without these the policy cannot be built — the registry runs them when it
+    builds the policy (over a mixture's domains; none for a response policy), the dry-run check over the corpus's.
+    `joint_check(params, shape)`: how the parameters fit the study's K and batch size — the policy runs with any
+    (e.g. keep ≥ K keeps every response), but would select nothing; checked at dry-run only.
+    """
 
     name: str
     family: str
@@ -100,10 +116,24 @@ class PolicySpec:
     recompute_advantages: bool = False
     controls: tuple[str, ...] = ("baseline",)
     requires_control: bool = True
-    joint: Callable[[Mapping[str, Any], StudyShape], list[tuple[str, str]]] | None = None
+    constraints_check: Callable[[Mapping[str, Any], tuple[str, ...]], list[tuple[str, str]]] | None = None
+    joint_check: Callable[[Mapping[str, Any], StudyShape], list[tuple[str, str]]] | None = None
 
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)
+
+    def resolve(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Every parameter and option the policy accepts: its given value, or its default under the given `semantics`
+        where unset or null."""
+        semantics = params.get("semantics") or PAPER
+        return {name: param.default_for(semantics) if params.get(name) is None else params[name]
+                for name, param in self.accepted().items()}
+
+    def constraints(self, params: Mapping[str, Any], domains: tuple[str, ...]) -> list[tuple[str, str]]:
+        return self.constraints_check(self.resolve(params), domains) if self.constraints_check else []
+
+    def joint(self, params: Mapping[str, Any], shape: StudyShape) -> list[tuple[str, str]]:
+        return self.joint_check(self.resolve(params), shape) if self.joint_check else []
 
     @property
     def options(self) -> tuple[Param, ...]:
@@ -117,20 +147,23 @@ class PolicySpec:
 _SEMANTICS = Param("semantics", "str", PAPER, choices=SEMANTICS,
                    doc="paper: each method as its paper defines it; dataflex_released: as the released code ran it")
 
-# Options the registry consumes for every policy of a family (registry._OPTIONS is built from these).
+# Options of every policy of a family: the registry consumes them (only `semantics` reaches an implementation that
+# takes it).
 OPTIONS: dict[str, tuple[Param, ...]] = {
     "none": (_SEMANTICS,),
     "selection": (
         _SEMANTICS,
-        Param("drop_kl", "bool", doc="paper: true; released: false"),
-        Param("advantages", "str", choices=ADVANTAGE_MODES, doc="paper: recompute for maxvar, gfpo; keep otherwise"),
+        Param("drop_kl", "bool", True, released=False, doc="a dropped response loses its KL term too"),
+        Param("advantages", "str", choices=ADVANTAGE_MODES,
+              doc="unset: recompute under paper where the entry sets recompute_advantages, else keep"),
         Param("control", "str", "none", choices=CONTROLS, doc="random: the matched-random control"),
         Param("control_scope", "str", "batch", choices=CONTROL_SCOPES, doc="only with control: random"),
         Param("seed", "int", 0, low=0, doc="the matched-random control's mask seed (only with control: random)"),
     ),
     "reweighting": (
         _SEMANTICS,
-        Param("normalize", "str", choices=NORMALIZE_MODES, doc="paper: batch_mean; released: by weight shape"),
+        Param("normalize", "str", "batch_mean", released=None, choices=NORMALIZE_MODES,
+              doc="released (None): response_mean for per-response weights, batch_mean for token weights"),
     ),
     "mixture": (),
 }
@@ -156,12 +189,11 @@ def _float32(value: float) -> float:
     return float(np.float32(value))
 
 
-def _semantics(params: Mapping[str, Any]) -> str:
-    return params.get("semantics") or PAPER
-
+# The checks below read resolved parameters (`PolicySpec.resolve`): every parameter and option is present, at its
+# default for the semantics where unset.
 
 def _difffilter(params, shape):
-    low, high = params.get("low", 0.2), params.get("high", 0.8)
+    low, high = params["low"], params["high"]
     if low >= high:
         return [("low", f"low {low} ≥ high {high} keeps no group (the band low < q_g < high is empty); "
                         "set low < high")]
@@ -176,7 +208,7 @@ def _difffilter(params, shape):
 
 def _keep_below_k(policy: str):
     def check(params, shape):
-        keep = params.get("keep")
+        keep = params["keep"]
         if keep is not None and keep >= shape.rollouts:
             return [("keep", f"keep {keep} ≥ K={shape.rollouts} (training.rollouts) keeps every response of a group, "
                              f"so {policy} selects nothing; set keep < {shape.rollouts}")]
@@ -186,9 +218,7 @@ def _keep_below_k(policy: str):
 
 
 def _topk(params, shape):
-    semantics = _semantics(params)
-    fraction = params.get("fraction", 0.5)
-    scope = params.get("scope") or ("global" if semantics == RELEASED else "per_group")
+    semantics, fraction, scope = params["semantics"], params["fraction"], params["scope"]
     total = shape.rollouts if scope == "per_group" else shape.rollouts * shape.prompts_per_step
     over = (f"K={shape.rollouts} responses of each group" if scope == "per_group" else
             f"the batch's {shape.prompts_per_step}×{shape.rollouts}={total} responses")
@@ -199,36 +229,35 @@ def _topk(params, shape):
     return []
 
 
-def _diffband(params, shape):
-    low, high = params.get("low_q", 0.25), params.get("high_q", 0.75)
+def _diffband(params, domains):
+    low, high = params["low_q"], params["high_q"]
     return [("low_q", f"low_q {low} > high_q {high}; set low_q ≤ high_q")] if low > high else []
 
 
-def _floor_times_domains(key: str, default_of: Callable[[str], float]):
-    def check(params, shape):
-        value = params.get(key)
-        value = default_of(_semantics(params)) if value is None else value
-        if value * len(shape.domains) > 1:
-            return [(key, f"{key} {value} × {len(shape.domains)} domains = {value * len(shape.domains):g} > 1: "
-                          f"the floors alone exceed probability 1; use {key} ≤ {1 / len(shape.domains):.4g}")]
+def _floor_times_domains(key: str):
+    def check(params, domains):
+        value = params[key]
+        if value * len(domains) > 1:
+            return [(key, f"{key} {value} × {len(domains)} domains = {value * len(domains):g} > 1: "
+                          f"the floors alone exceed probability 1; use {key} ≤ {1 / len(domains):.4g}")]
         return []
 
     return check
 
 
-def _static(params, shape):
-    weights = params.get("weights")
+def _static(params, domains):
+    weights = params["weights"]
     if weights is None:
         return []
     problems = []
-    unknown = sorted(set(weights) - set(shape.domains))
-    missing = sorted(set(shape.domains) - set(weights))
+    unknown = sorted(set(weights) - set(domains))
+    missing = sorted(set(domains) - set(weights))
     if unknown:
         problems.append(("weights", f"domain(s) {unknown} are not in the corpus, whose domains are "
-                                    f"{list(shape.domains)} (from corpus.sources)"))
+                                    f"{list(domains)} (from corpus.sources)"))
     if missing:
-        problems.append(("weights", f"missing weight(s) for corpus domain(s) {missing}; name every domain of "
-                                    f"{list(shape.domains)}"))
+        problems.append(("weights", f"missing weight(s) for corpus domain(s) {missing}; the weights must name exactly "
+                                    f"the domains {list(domains)}"))
     values = list(weights.values())
     if not all(isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w >= 0
                for w in values) or not any(w > 0 for w in values if isinstance(w, (int, float))):
@@ -236,11 +265,11 @@ def _static(params, shape):
     return problems
 
 
-def _tscl(params, shape):
-    window = params.get("window")
-    if window is not None and _semantics(params) == PAPER and window < 2:
+def _tscl(params, domains):
+    window = params["window"]
+    if params["semantics"] == PAPER and window < 2:
         return [("window", f"window {window} < 2: paper tscl fits a slope through the last `window` records; use ≥ 2")]
-    return _floor_times_domains("floor", lambda s: 0.05 if s == RELEASED else 0.0)(params, shape)
+    return _floor_times_domains("floor")(params, domains)
 
 
 _UNIT = dict(low=0.0, high=1.0)
@@ -252,18 +281,18 @@ CATALOGUE: dict[str, PolicySpec] = {spec.name: spec for spec in (
     PolicySpec("difffilter", "selection", "solve_rate", (
         Param("low", "float", 0.2, **_UNIT, doc="keep a group iff low < q_g"),
         Param("high", "float", 0.8, **_UNIT, doc="and q_g < high"),
-    ), joint=_difffilter),
+    ), joint_check=_difffilter),
     PolicySpec("maxvar", "selection", "reward", (
         Param("keep", "int", None, low=1, doc="responses kept per group; paper 3 of K=5, released round(0.5·K)"),
-    ), recompute_advantages=True, joint=_keep_below_k("maxvar")),
+    ), recompute_advantages=True, joint_check=_keep_below_k("maxvar")),
     PolicySpec("gfpo", "selection", "efficiency", (
         Param("keep", "int", 3, low=1, doc="responses kept per group"),
         Param("metric", "str", "efficiency", choices=GFPO_METRICS),
-    ), recompute_advantages=True, joint=_keep_below_k("gfpo")),
+    ), recompute_advantages=True, joint_check=_keep_below_k("gfpo")),
     PolicySpec("topk", "selection", "mean_abs_advantage", (
         Param("fraction", "float", 0.5, low=0.0, high=1.0, low_open=True, doc="share of responses kept"),
-        Param("scope", "str", None, choices=TOPK_SCOPES, doc="paper per_group, released global"),
-    ), joint=_topk),
+        Param("scope", "str", "per_group", released="global", choices=TOPK_SCOPES),
+    ), joint_check=_topk),
     PolicySpec("ar", "reweighting", "token_prob", (
         Param("alpha", "float", 0.5, **_UNIT, doc="w = α·π + (1 − α)"),
     )),
@@ -278,55 +307,32 @@ CATALOGUE: dict[str, PolicySpec] = {spec.name: spec for spec in (
         Param("low_q", "float", 0.25, **_UNIT),
         Param("high_q", "float", 0.75, **_UNIT),
         Param("focus_weight", "float", 2.0, **_NON_NEGATIVE),
-    ), joint=_diffband),
+    ), constraints_check=_diffband),
     # The mixers' control; compared itself with uniform GRPO where the study has a baseline.
     PolicySpec("static", "mixture", None, (
         Param("weights", "mapping", None, doc="one non-negative weight per corpus domain; uniform if unset"),
-    ), requires_control=False, joint=_static),
+    ), requires_control=False, constraints_check=_static),
     PolicySpec("reward_gap", "mixture", "domain_mean_reward", (
         Param("decay", "float", 0.9, low=0.0, high=1.0, high_open=True),
         Param("temperature", "float", 0.1, **_POSITIVE),
         Param("min_prob", "float", 0.05, **_NON_NEGATIVE),
-    ), controls=("static",), joint=_floor_times_domains("min_prob", lambda s: 0.05)),
+    ), controls=("static",), constraints_check=_floor_times_domains("min_prob")),
     PolicySpec("dump_ucb", "mixture", "mean_abs_advantage", (
-        Param("window", "int", None, low=1, doc="responses; paper 300, released 50"),
+        Param("window", "int", 300, released=50, low=1, doc="responses"),
         Param("c", "float", 1.0, **_NON_NEGATIVE),
-        Param("temperature", "float", None, **_POSITIVE, doc="paper 0.1, released 1"),
-        Param("floor", "float", None, **_NON_NEGATIVE, doc="paper 0, released 0.05"),
+        Param("temperature", "float", 0.1, released=1.0, **_POSITIVE),
+        Param("floor", "float", 0.0, released=0.05, **_NON_NEGATIVE),
         _SEMANTICS,
-    ), controls=("static",), joint=_floor_times_domains("floor", lambda s: 0.05 if s == RELEASED else 0.0)),
+    ), controls=("static",), constraints_check=_floor_times_domains("floor")),
     PolicySpec("tscl", "mixture", "domain_mean_reward", (
-        Param("window", "int", None, low=1, doc="steps (paper 10, at least 2) or responses (released 50)"),
+        Param("window", "int", 10, released=50, low=1, doc="steps (paper, at least 2) or responses (released)"),
         Param("policy", "str", "epsilon_greedy", choices=TSCL_POLICIES),
         Param("epsilon", "float", 0.1, **_UNIT),
-        Param("temperature", "float", None, **_POSITIVE, doc="paper 0.0004, released 1"),
+        Param("temperature", "float", 4e-4, released=1.0, **_POSITIVE),
         Param("absolute", "bool", True),
         Param("initial_progress", "float", 1.0),
-        Param("floor", "float", None, **_NON_NEGATIVE, doc="paper 0, released 0.05"),
+        Param("floor", "float", 0.0, released=0.05, **_NON_NEGATIVE),
         _SEMANTICS,
-    ), controls=("static",), joint=_tscl),
+    ), controls=("static",), constraints_check=_tscl),
 )}
 
-
-def catalogue_errors(name: str, family: str, signal: str | None, target: Any, recompute_advantages: bool) -> list[str]:
-    """How a registration disagrees with the catalogue entry of the same name: family, signal, the advantage flag, and
-    the parameter names and defaults of the target's signature (a function's batch or a mixture's domains is skipped;
-    the family's options — e.g. `semantics` — may appear in the signature)."""
-    spec = CATALOGUE.get(name)
-    if spec is None:
-        return []
-    problems = []
-    for what, registered, catalogued in (("family", family, spec.family), ("signal", signal, spec.signal),
-                                         ("recompute_advantages", recompute_advantages, spec.recompute_advantages)):
-        if registered != catalogued:
-            problems.append(f"{what} {registered!r} differs from the catalogue's {catalogued!r}")
-    declared = list(inspect.signature(target).parameters.values())[1:]
-    options = {o.name for o in spec.options}
-    own = {p.name: p.default for p in declared if p.name not in options}
-    catalogued = {p.name: p.default for p in spec.params if p.name not in options}
-    if set(own) != set(catalogued):
-        problems.append(f"parameters {sorted(own)} differ from the catalogue's {sorted(catalogued)}")
-    else:
-        problems += [f"parameter {n!r} defaults to {own[n]!r}, the catalogue says {catalogued[n]!r}"
-                     for n in own if own[n] != catalogued[n]]
-    return problems

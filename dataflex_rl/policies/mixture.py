@@ -1,7 +1,9 @@
 """Domain mixtures (Eq. 3 of DataFlex-RL): the probability p_t(d) of drawing the next prompts from each domain.
 
 A mixture sees every trained batch through `observe` and keeps its state in plain JSON-able types, so the trainer can
-store it in its checkpoint and a resumed run draws exactly as an uninterrupted one would.
+store it in its checkpoint and a resumed run draws exactly as an uninterrupted one would. Each mixture's signal,
+parameters, defaults and ranges are declared by its entry in `catalogue.py`; the registry passes them checked and
+resolved.
 """
 from __future__ import annotations
 
@@ -11,8 +13,8 @@ from collections import deque
 from typing import Any
 
 from .batch import GroupBatch
-from .catalogue import TSCL_POLICIES
-from .registry import PAPER, RELEASED, check_semantics, mixture
+from .catalogue import RELEASED
+from .registry import policy
 
 
 class DomainMixture(ABC):
@@ -38,26 +40,21 @@ class DomainMixture(ABC):
             raise ValueError(f"checkpoint mixture domains {state.get('domains')} differ from {list(self.domains)}")
 
 
-@mixture("static")
+@policy("static")
 class StaticMixture(DomainMixture):
     """Fixed p(d): uniform by default, or the given non-negative `weights` (one per domain) normalised to sum 1."""
 
-    def __init__(self, domains: list[str], weights: dict[str, float] | None = None) -> None:
+    def __init__(self, domains: list[str], weights: dict[str, float] | None) -> None:
         super().__init__(domains)
         weights = weights if weights is not None else {d: 1.0 for d in self.domains}
-        if set(weights) != set(self.domains):
-            raise ValueError(f"static weights must name exactly the domains {list(self.domains)}, "
-                             f"got {sorted(weights)}")
         total = sum(weights.values())
-        if any(w < 0 or not math.isfinite(w) for w in weights.values()) or total <= 0:
-            raise ValueError(f"static weights must be finite, non-negative and not all zero, got {weights}")
         self._probabilities = {d: weights[d] / total for d in self.domains}
 
     def probabilities(self) -> dict[str, float]:
         return dict(self._probabilities)
 
 
-@mixture("reward_gap", signal="domain_mean_reward")
+@policy("reward_gap")
 class RewardGapMixture(DomainMixture):
     """Favour domains whose mean reward lags.
 
@@ -66,16 +63,8 @@ class RewardGapMixture(DomainMixture):
     every domain keeps at least `min_prob` and the policy can notice when a neglected domain starts lagging.
     """
 
-    def __init__(
-        self, domains: list[str], decay: float = 0.9, temperature: float = 0.1, min_prob: float = 0.05
-    ) -> None:
+    def __init__(self, domains: list[str], decay: float, temperature: float, min_prob: float) -> None:
         super().__init__(domains)
-        if not 0.0 <= decay < 1.0:
-            raise ValueError(f"reward_gap decay must lie in [0, 1), got {decay}")
-        if temperature <= 0:
-            raise ValueError(f"reward_gap temperature must be positive, got {temperature}")
-        if not 0.0 <= min_prob * len(self.domains) <= 1.0:
-            raise ValueError(f"reward_gap min_prob·D must lie in [0, 1], got {min_prob}·{len(self.domains)}")
         self.decay, self.temperature, self.min_prob = decay, temperature, min_prob
         self.ema = {d: 0.5 for d in self.domains}
 
@@ -128,18 +117,6 @@ def _check_domain(domain: str, known) -> None:
         raise ValueError(f"batch domain {domain!r} is not one of the mixture's {list(known)}")
 
 
-def _positive(name: str, value: float) -> float:
-    if not value > 0 or not math.isfinite(value):
-        raise ValueError(f"{name} must be positive and finite, got {value}")
-    return float(value)
-
-
-def _floor(value: float, domains: int) -> float:
-    if not 0.0 <= value * domains <= 1.0:
-        raise ValueError(f"floor·D must lie in [0, 1], got {value}·{domains}")
-    return float(value)
-
-
 class _RewardWindowMixture(DomainMixture):
     """State shared by the released variants of dump_ucb and tscl: the last `window` response rewards per domain.
 
@@ -164,7 +141,7 @@ def _load_window(values, window: int) -> deque:
     return deque((float(v) for v in values), maxlen=window)
 
 
-@mixture("dump_ucb", signal="mean_abs_advantage")
+@policy("dump_ucb")
 class DumpUCBMixture(_RewardWindowMixture):
     """DUMP (arXiv:2504.09710): a UCB bandit over domains whose value is the expected |advantage| (learnability).
 
@@ -178,21 +155,12 @@ class DumpUCBMixture(_RewardWindowMixture):
     the same policy as released tscl.
     """
 
-    def __init__(self, domains: list[str], window: int | None = None, c: float = 1.0,
-                 temperature: float | None = None, floor: float | None = None, semantics: str = PAPER) -> None:
+    def __init__(self, domains: list[str], window: int, c: float, temperature: float, floor: float,
+                 semantics: str) -> None:
         super().__init__(domains)
-        self.semantics = check_semantics(semantics)
-        released = semantics == RELEASED
-        self.window = int(window if window is not None else (50 if released else 300))
-        if self.window < 1:
-            raise ValueError(f"dump_ucb window must be at least 1, got {self.window}")
-        if c < 0 or not math.isfinite(c):
-            raise ValueError(f"dump_ucb c must be non-negative, got {c}")
-        self.c = float(c)
-        self.temperature = _positive("dump_ucb temperature",
-                                     temperature if temperature is not None else (1.0 if released else 0.1))
-        self.floor = _floor(floor if floor is not None else (0.05 if released else 0.0), len(self.domains))
-        if released:
+        self.semantics = semantics
+        self.window, self.c, self.temperature, self.floor = int(window), float(c), float(temperature), float(floor)
+        if semantics == RELEASED:
             self._init_reward_windows(self.window)
         else:
             self.advantage_windows = {d: deque(maxlen=self.window) for d in self.domains}
@@ -256,7 +224,7 @@ def least_squares_slope(points: list[tuple[float, float]]) -> float:
     return sum((x - mean_x) * (y - mean_y) for x, y in points) / spread if spread > 0 else 0.0
 
 
-@mixture("tscl", signal="domain_mean_reward")
+@policy("tscl")
 class TSCLMixture(_RewardWindowMixture):
     """Teacher–Student Curriculum Learning (arXiv:1707.00183), the windowed teacher, over domains.
 
@@ -274,25 +242,13 @@ class TSCLMixture(_RewardWindowMixture):
     a slope: p = softmax(|mean reward| / 1) with a 0.05 floor — the same policy as released dump_ucb.
     """
 
-    def __init__(self, domains: list[str], window: int | None = None, policy: str = "epsilon_greedy",
-                 epsilon: float = 0.1, temperature: float | None = None, absolute: bool = True,
-                 initial_progress: float = 1.0, floor: float | None = None, semantics: str = PAPER) -> None:
+    def __init__(self, domains: list[str], window: int, policy: str, epsilon: float, temperature: float,
+                 absolute: bool, initial_progress: float, floor: float, semantics: str) -> None:
         super().__init__(domains)
-        self.semantics = check_semantics(semantics)
-        released = semantics == RELEASED
-        self.window = int(window if window is not None else (50 if released else 10))
-        if self.window < (1 if released else 2):
-            raise ValueError(f"tscl window must hold at least 2 records to fit a slope, got {self.window}")
-        if policy not in TSCL_POLICIES:
-            raise ValueError(f"unknown tscl policy {policy!r}; known: {', '.join(TSCL_POLICIES)}")
-        if not 0.0 <= epsilon <= 1.0:
-            raise ValueError(f"tscl epsilon must lie in [0, 1], got {epsilon}")
-        self.policy, self.epsilon, self.absolute = policy, float(epsilon), bool(absolute)
-        self.initial_progress = float(initial_progress)
-        self.temperature = _positive("tscl temperature",
-                                     temperature if temperature is not None else (1.0 if released else 4e-4))
-        self.floor = _floor(floor if floor is not None else (0.05 if released else 0.0), len(self.domains))
-        if released:
+        self.semantics = semantics
+        self.window, self.policy, self.epsilon, self.absolute = int(window), policy, float(epsilon), bool(absolute)
+        self.initial_progress, self.temperature, self.floor = float(initial_progress), float(temperature), float(floor)
+        if semantics == RELEASED:
             self._init_reward_windows(self.window)
         else:
             self.step = 0

@@ -2,7 +2,8 @@
 
 The registry zeroes padding, rescales per the `normalize` option (batch mean 1 over valid tokens by default; under
 `semantics: dataflex_released` per-response weights are rescaled to mean 1 over responses, token weights over
-tokens, as the released code did) and leaves the KL term unweighted.
+tokens, as the released code did) and leaves the KL term unweighted. Each policy's signal, parameters, defaults and
+ranges are declared by its entry in `catalogue.py`; the registry passes them checked and resolved.
 """
 from __future__ import annotations
 
@@ -10,52 +11,45 @@ import torch
 from torch import Tensor
 
 from .batch import GroupBatch
-from .registry import PAPER, RELEASED, check_semantics, reweighting
+from .catalogue import RELEASED
+from .registry import policy
 
 
-@reweighting("softmax", signal="mean_abs_advantage")
-def advantage_softmax(batch: GroupBatch, temperature: float = 1.0) -> Tensor:
+@policy("softmax")
+def advantage_softmax(batch: GroupBatch, temperature: float) -> Tensor:
     """w_gk ∝ exp(a_gk / T): responses with larger mean |A| count more.
 
     The softmax runs over all G·K responses of the batch, not within each group, so a group of confident responses can
     outweigh another group; the registry's `normalize` option then rescales (batch mean 1 by default).
     """
-    if temperature <= 0:
-        raise ValueError(f"softmax temperature must be positive, got {temperature}")
     a = batch.mean_abs_advantage()  # [G, K]
     return torch.softmax(a.flatten() / temperature, dim=0).view_as(a)  # weights [G, K]
 
 
-@reweighting("ar", signal="token_prob")
-def advantage_reweighting(batch: GroupBatch, alpha: float = 0.5) -> Tensor:
+@policy("ar")
+def advantage_reweighting(batch: GroupBatch, alpha: float) -> Tensor:
     """Advantage Reweighting (AR-Lopti, arXiv:2505.12929): w_gkl = α·π_gkl + (1 − α), per token.
 
     π is the sampling policy's token probability, so low-probability tokens — whose gradients otherwise dominate —
     are damped towards 1 − α. α = 0.5 is the DataFlex-RL Table 1 value; AR-Lopti's own is α = 0.2 (where it
     multiplies A directly, i.e. `normalize: none`).
     """
-    if not 0.0 <= alpha <= 1.0:
-        raise ValueError(f"ar alpha must lie in [0, 1], got {alpha}")
     return alpha * batch.token_prob() + (1.0 - alpha)  # weights [G, K, L]; padding is zeroed by the registry
 
 
-@reweighting("per", signal="mean_abs_advantage")
-def prioritized_advantage(batch: GroupBatch, exponent: float = 0.5, eps: float = 1e-8) -> Tensor:
+@policy("per")
+def prioritized_advantage(batch: GroupBatch, exponent: float, eps: float) -> Tensor:
     """Prioritised-experience-replay weighting (arXiv:1511.05952) on mean |A|: w_gk ∝ (a_gk + ε)^exponent.
 
     exponent 0 is uniform; larger exponents focus on high-|A| responses. ε = 1e-8 as the released code; with
     all-zero advantages every weight is ε^exponent, i.e. uniform after normalisation.
     """
-    if exponent < 0:
-        raise ValueError(f"per exponent must be non-negative, got {exponent}")
-    if eps < 0:
-        raise ValueError(f"per eps must be non-negative, got {eps}")
     return (batch.mean_abs_advantage() + eps).pow(exponent)  # weights [G, K]
 
 
-@reweighting("diffband", signal="reward")
-def difficulty_band_weights(batch: GroupBatch, low_q: float = 0.25, high_q: float = 0.75, focus_weight: float = 2.0,
-                            semantics: str = PAPER) -> Tensor:
+@policy("diffband")
+def difficulty_band_weights(batch: GroupBatch, low_q: float, high_q: float, focus_weight: float,
+                            semantics: str) -> Tensor:
     """focus_weight× (2×) for responses whose reward lies between the batch's reward quantiles low_q and high_q.
 
     Quantiles over all G·K rewards, linearly interpolated (torch.quantile). Paper: strictly between, q1 < r < q2.
@@ -64,11 +58,6 @@ def difficulty_band_weights(batch: GroupBatch, low_q: float = 0.25, high_q: floa
     q1 = 0 and q2 = 1 (again uniform) or only the majority outcome when both quartiles are equal (e.g. ≥ 75% failures
     → q1 = q2 = 0 → the failures get 2×). A batch of one response gets weight 1.
     """
-    check_semantics(semantics)
-    if not 0.0 <= low_q <= high_q <= 1.0:
-        raise ValueError(f"diffband needs 0 ≤ low_q ≤ high_q ≤ 1, got {low_q}, {high_q}")
-    if focus_weight < 0:
-        raise ValueError(f"diffband focus_weight must be non-negative, got {focus_weight}")
     rewards = batch.rewards
     if rewards.numel() <= 1:
         return torch.ones_like(rewards)

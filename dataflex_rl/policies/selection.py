@@ -3,6 +3,8 @@
 A dropped response loses its PG and KL terms but stays in the 1/(G·K) denominator. Whether the kept responses'
 advantages are recomputed over the kept subset (GFPO, PODS), whether a dropped response keeps its KL term (the
 released code) and the matched-random control are options of the registry (see `registry.py`), not of each policy.
+Each policy's signal, parameters, defaults and ranges are declared by its entry in `catalogue.py`; the registry passes
+them checked and resolved.
 
 Ties are broken deterministically by position within the group (a stable sort), so a policy is a pure function of
 the batch.
@@ -13,8 +15,8 @@ import torch
 from torch import Tensor
 
 from .batch import GroupBatch
-from .catalogue import rounded_count
-from .registry import PAPER, RELEASED, check_semantics, selection
+from .catalogue import RELEASED, rounded_count
+from .registry import policy
 
 
 def _count(fraction: float, total: int, semantics: str) -> int:
@@ -32,8 +34,8 @@ def _top_mask(scores: Tensor, keep: Tensor | int) -> Tensor:
     return (rank < keep).to(scores.dtype)
 
 
-@selection("difffilter", signal="solve_rate")
-def difficulty_band(batch: GroupBatch, low: float = 0.2, high: float = 0.8) -> Tensor:
+@policy("difffilter")
+def difficulty_band(batch: GroupBatch, low: float, high: float) -> Tensor:
     """Keep a group only if its solve rate lies strictly inside (low, high) — DAPO-style dynamic sampling filter.
 
     Groups that are all solved or all failed have zero advantage; the band also drops near-saturated groups.
@@ -80,8 +82,8 @@ def max_variance_subset(rewards: Tensor, keep: int) -> Tensor:
     return mask
 
 
-@selection("maxvar", signal="reward", recompute_advantages=True)
-def max_variance(batch: GroupBatch, keep: int | None = None, semantics: str = PAPER) -> Tensor:
+@policy("maxvar")
+def max_variance(batch: GroupBatch, keep: int | None, semantics: str) -> Tensor:
     """PODS max-variance down-sampling: keep the `keep` responses of each group with the largest reward variance.
 
     keep defaults to 3 of K = 5 (the paper's Table 1). The released scripts set keep_fraction = 0.5, which their
@@ -89,35 +91,26 @@ def max_variance(batch: GroupBatch, keep: int | None = None, semantics: str = PA
     round(0.5·K). PODS trains on the down-sampled group, so advantages are recomputed over it (registry option
     `advantages`; the released code keeps the full-group advantages).
     """
-    check_semantics(semantics)
     rollouts = batch.rewards.shape[1]
     if keep is None:
         keep = round(0.5 * rollouts) if semantics == RELEASED else min(3, rollouts)
     return max_variance_subset(batch.rewards, int(keep))
 
 
-@selection("gfpo", signal="efficiency", recompute_advantages=True)
-def group_filtered(batch: GroupBatch, keep: int = 3, metric: str = "efficiency") -> Tensor:
+@policy("gfpo")
+def group_filtered(batch: GroupBatch, keep: int, metric: str) -> Tensor:
     """GFPO (arXiv:2508.09726): keep the top `keep` responses of each group by a filter metric.
 
     metric "efficiency": reward per token r/L (the paper's Table 1 rule, top 3 of 5); "length": the shortest.
     GFPO trains on the filtered group, so advantages are recomputed over it (registry option `advantages`).
     A group of at most `keep` responses is kept whole.
     """
-    if keep < 1:
-        raise ValueError(f"gfpo must keep at least 1 response per group, got keep={keep}")
-    if metric == "efficiency":
-        scores = batch.efficiency()
-    elif metric == "length":
-        scores = -batch.lengths.to(batch.rewards.dtype)
-    else:
-        raise ValueError(f"unknown gfpo metric {metric!r}; known: efficiency, length")
+    scores = batch.efficiency() if metric == "efficiency" else -batch.lengths.to(batch.rewards.dtype)
     return _top_mask(scores.to(batch.rewards.dtype), int(keep))
 
 
-@selection("topk", signal="mean_abs_advantage")
-def top_advantage(batch: GroupBatch, fraction: float = 0.5, scope: str | None = None,
-                  semantics: str = PAPER) -> Tensor:
+@policy("topk")
+def top_advantage(batch: GroupBatch, fraction: float, scope: str, semantics: str) -> Tensor:
     """Keep the top `fraction` of responses by mean |A| (a_gk).
 
     scope "per_group": the top fraction of every group (the paper's rule, default under `semantics: paper`);
@@ -125,14 +118,8 @@ def top_advantage(batch: GroupBatch, fraction: float = 0.5, scope: str | None = 
     Counts: see `_count` (halves round up under paper, to even under released). With all-zero advantages every
     response ties and the earliest positions are kept.
     """
-    check_semantics(semantics)
-    if not 0.0 < fraction <= 1.0:
-        raise ValueError(f"topk fraction must lie in (0, 1], got {fraction}")
-    scope = scope or ("global" if semantics == RELEASED else "per_group")
     a = batch.mean_abs_advantage()
     groups, rollouts = a.shape
     if scope == "per_group":
         return _top_mask(a, _count(fraction, rollouts, semantics))
-    if scope == "global":
-        return _top_mask(a.reshape(1, -1), _count(fraction, groups * rollouts, semantics)).view(groups, rollouts)
-    raise ValueError(f"unknown topk scope {scope!r}; known: per_group, global")
+    return _top_mask(a.reshape(1, -1), _count(fraction, groups * rollouts, semantics)).view(groups, rollouts)
