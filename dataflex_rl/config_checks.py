@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 from dataflex_rl.policies.catalogue import CATALOGUE, StudyShape
 from dataflex_rl.records import UNTRAINED
-from dataflex_rl.tasks.registry import REGISTRY
+from dataflex_rl.benchmarks.registry import REGISTRY
 
 # Where a misplaced key belongs, for keys a study is likely to put in the wrong section.
 _KEY_HINTS = {

@@ -12,9 +12,9 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
-UNTRAINED = "untrained"
+from dataflex_rl.items import SCORED_ITEM_COLUMNS
 
-ITEM_COLUMNS = ("prompt_id", "response", "length", "correct", "parsed")
+UNTRAINED = "untrained"
 
 # The tidy schema, one row per (run, benchmark):
 #   model, method   what was trained and under which data policy ("untrained" for the base model)
@@ -96,7 +96,7 @@ def summarise_items(items: pd.DataFrame, *, model: str, method: str, seed: int |
                     min_parse_rate: float | None = None) -> dict:
     """Reduce one (run, benchmark) item file to its record row; the provenance columns are passed through.
     `min_parse_rate` sets `parse_flagged` (None leaves it unknown)."""
-    missing = [c for c in ITEM_COLUMNS if c not in items.columns]
+    missing = [c for c in SCORED_ITEM_COLUMNS if c not in items.columns]
     if missing:
         raise ValueError(f"{benchmark}: item file lacks columns {missing}")
     if items.empty:
@@ -213,7 +213,7 @@ def collect_records(sources: Iterable[Mapping], steps: int | None, *, versions: 
     """The records table from score files; each source names its path, model, method, seed (None: base) and benchmark,
     and optionally its run's `config_hash`. `versions` (a `package_versions` string) is stamped on every row;
     `min_parse_rate` sets every row's `parse_flagged`."""
-    from dataflex_rl.tasks.registry import get_benchmark
+    from dataflex_rl.benchmarks.registry import get_benchmark
 
     rows = []
     for source in sources:

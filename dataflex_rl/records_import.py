@@ -28,8 +28,8 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from dataflex_rl.benchmarks.registry import PAPER_BENCHMARKS
 from dataflex_rl.records import RECORD_COLUMNS, run_id, validate_records
-from dataflex_rl.tasks.registry import PAPER_BENCHMARKS
 
 # The released table's column name → the registry's paper benchmark name.
 RELEASED_BENCHMARKS = {

@@ -9,7 +9,7 @@ from dataflex_rl.config import expand_runs
 from dataflex_rl.policies.catalogue import CATALOGUE
 from dataflex_rl.config_checks import config_errors, corpus_domains, resource_errors
 from dataflex_rl.records import UNTRAINED, run_id
-from dataflex_rl.tasks.registry import get_benchmark
+from dataflex_rl.benchmarks.registry import get_benchmark
 
 
 # Refuse a bad config before any job is planned: the schema with messages that name the key and the fix, then the

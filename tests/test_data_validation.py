@@ -14,8 +14,9 @@ import pytest
 import yaml
 
 from dataflex_rl.tasks.corpus import benchmark_items, build_corpus
-from dataflex_rl.tasks.validation import (DataValidationError, FileReport, KeptRows, ValidationSettings, item_problem,
-                                          keep_valid, read_jsonl, settle, validated_benchmark_items)
+from dataflex_rl.tasks.validation import (FILE_ANSWER_FORMATS, DataValidationError, FileReport, KeptRows,
+                                          ValidationSettings, item_problem, keep_valid, read_jsonl, settle,
+                                          validated_benchmark_items)
 
 REPO = Path(__file__).resolve().parents[1]
 FORMATS = ("math", "multiple_choice", "exact", "knights_knaves")
@@ -38,6 +39,13 @@ def item(**changes):
 ])
 def test_well_formed_rows_of_every_format_pass(row):
     assert item_problem(row, FORMATS) is None
+
+
+def test_the_schema_lists_the_answer_formats_a_corpus_file_may_declare():
+    """config/schema.yaml refuses at dry run what row validation would quarantine: both come from the registry."""
+    schema = yaml.safe_load((REPO / "config/schema.yaml").read_text())
+    entry = schema["properties"]["corpus"]["properties"]["files"]["items"]["properties"]["answer_format"]
+    assert entry["enum"] == list(FILE_ANSWER_FORMATS) == list(FORMATS)
 
 
 @pytest.mark.parametrize("row,reason,detail", [

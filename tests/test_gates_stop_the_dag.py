@@ -1,5 +1,6 @@
 """The two gates in front of training, run through Snakemake itself: a verifier that accepts wrong answers stops the
 DAG at calibration, and a base model whose answers cannot be parsed stops it at the parse gate — nothing trains."""
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,8 +15,11 @@ BENCHMARKS = ["basic_arithmetic", "syllogism", "unit_conversion"]  # one per dom
 # Imported by every Python process Snakemake starts (PYTHONPATH), so the planted fault is in the real jobs: the
 # multiple-choice verifier calls every response correct.
 ACCEPT_EVERYTHING = '''
-from dataflex_rl.verify import verifiers
-verifiers.VERIFIERS["multiple_choice"] = lambda response, item: verifiers.Verdict(parsed=True, correct=True)
+import dataclasses
+from dataflex_rl.formats import FORMATS
+from dataflex_rl.formats.base import Verdict
+FORMATS["multiple_choice"] = dataclasses.replace(
+    FORMATS["multiple_choice"], verify=lambda response, item: Verdict(parsed=True, correct=True))
 '''
 
 
@@ -38,7 +42,8 @@ def test_a_verifier_accepting_wrong_answers_stops_the_dag_before_training(tmp_pa
     result = subprocess.run(
         [*SNAKEMAKE, "--cores", "2", "--keep-going", "--configfile", str(_config(tmp_path)), "--directory", str(workdir),
          "results/runs/tiny-qwen2/baseline/seed1/weights.pt"],
-        capture_output=True, text=True, env={**__import__("os").environ, "PYTHONPATH": str(plant)})
+        capture_output=True, text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(plant), os.environ.get("PYTHONPATH")]))})
     assert result.returncode != 0
     log = (workdir / "logs/calibration/unit_conversion.log").read_text()
     assert "verifier calibration failed for benchmark 'unit_conversion'" in log and "multiple_choice" in log

@@ -10,14 +10,16 @@ import pandas as pd
 import pytest
 
 from dataflex_rl.backends.embedded.model import train_tokenizer
-from dataflex_rl.benchmarks.loaders import (ITEM_COLUMNS, BenchmarkSchemaError, BenchmarkSizeWarning, local_source,
-                                            native_items, paper_subset, read_table)
-from dataflex_rl.benchmarks.templates import FAMILIES
+from dataflex_rl.benchmarks.loaders import BenchmarkSizeWarning, local_source, native_items, paper_subset, read_table
+from dataflex_rl.benchmarks.readers import BenchmarkSchemaError
+from dataflex_rl.benchmarks.registry import PAPER_BENCHMARKS, get_benchmark
+from dataflex_rl.formats import get_format
+from dataflex_rl.formats.base import NO_ANSWER, Verdict
+from dataflex_rl.items import BENCHMARK_ITEM_COLUMNS, item_metadata
 from dataflex_rl.tasks.corpus import benchmark_items, load_benchmark_file
 from dataflex_rl.tasks.prompting import render_item_prompt, render_prompt
-from dataflex_rl.tasks.registry import PAPER_BENCHMARKS, get_benchmark
-from dataflex_rl.verify.calibration import NO_ANSWER, CalibrationError, calibrate_benchmark
-from dataflex_rl.verify.verifiers import Verdict, get_verifier, item_metadata
+from dataflex_rl.verify.calibration import CalibrationError, calibrate_benchmark
+from dataflex_rl.verify.verifiers import get_verifier
 
 pytestmark = pytest.mark.filterwarnings("ignore::dataflex_rl.benchmarks.loaders.BenchmarkSizeWarning")
 
@@ -116,14 +118,14 @@ def _letter_of(item: dict, text: str) -> str:
 def test_every_paper_benchmark_has_a_fixture_and_a_native_schema():
     assert set(FILES) == set(PAPER_BENCHMARKS)
     for benchmark in PAPER_BENCHMARKS.values():
-        assert benchmark.columns and benchmark.hub and benchmark.template in FAMILIES
+        assert benchmark.reader.columns and benchmark.hub and get_format(benchmark.answer_format).template
         assert benchmark.evaluated_size is not None and benchmark.size >= benchmark.evaluated_size
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_loader_reads_the_native_schema(name):
     items = _items(name)
-    assert list(items.columns) == ITEM_COLUMNS and items["id"].is_unique
+    assert list(items.columns) == list(BENCHMARK_ITEM_COLUMNS) and items["id"].is_unique
     assert set(items["benchmark"]) == {name} and set(items["answer_format"]) == {get_benchmark(name).answer_format}
     if GOLDS[name] is not None:
         assert items["answer"].tolist() == GOLDS[name]
@@ -136,7 +138,7 @@ def test_loader_reads_the_native_schema(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_a_file_without_a_native_column_is_an_error_naming_file_column_and_schema(name, tmp_path):
-    column = get_benchmark(name).columns[0]
+    column = get_benchmark(name).reader.columns[0]
     path = tmp_path / "renamed.jsonl"
     read_table(FIXTURES / FILES[name]).rename(columns={column: "text"}).to_json(path, orient="records", lines=True)
     with pytest.raises(BenchmarkSchemaError, match=rf"{path}.*lacks column\(s\) \['{column}'\].*native schema"):
@@ -148,11 +150,11 @@ def test_template_asks_for_the_answer_in_the_extractors_form(name):
     item = _first(name)
     prompt = render_item_prompt(item, "{question}\nAnswer:")
     assert prompt.startswith(item["prompt"]) and not prompt.endswith("Answer:")
-    family = get_benchmark(name).template
+    answer_format = get_benchmark(name).answer_format
     expected = {"math": "\\boxed{}", "multiple_choice": "Answer with the letter of the correct option",
-                "knights_knaves": '"X is a knight"', "bbh": "So the answer is (X)"}[family]
+                "knights_knaves": '"X is a knight"', "exact": "So the answer is (X)"}[answer_format]
     assert expected in prompt
-    if family == "multiple_choice":
+    if answer_format == "multiple_choice":
         options = item_metadata(item)["options"]
         assert f"A) {options[0]}\nB) {options[1]}" in prompt
 

@@ -6,12 +6,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from dataflex_rl.benchmarks.registry import EMBEDDED_BENCHMARKS
 from dataflex_rl.records import validate_records
 from dataflex_rl.report.outputs import FIGURES, TABLES, figure_paths, table_paths
 from dataflex_rl.report.regenerate import regenerate
 from dataflex_rl.report.tables import latex_table_body
 from dataflex_rl.stats.simulate import simulate_records
-from dataflex_rl.tasks.registry import EMBEDDED_BENCHMARKS
 
 REPO = Path(__file__).resolve().parents[1]
 RELEASED = REPO.parent / "shared/data/dataflex-rl-records/all_runs_171.csv"

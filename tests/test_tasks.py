@@ -6,9 +6,10 @@ import pandas as pd
 import pytest
 
 from dataflex_rl.benchmarks.loaders import BenchmarkSizeWarning
+from dataflex_rl.benchmarks.registry import EMBEDDED_BENCHMARKS, PAPER_BENCHMARKS, get_benchmark
+from dataflex_rl.benchmarks.science import generate_science, science_question
+from dataflex_rl.items import LETTERS
 from dataflex_rl.tasks.corpus import benchmark_items, build_corpus, drop_exact_duplicates, load_benchmark_file
-from dataflex_rl.tasks.registry import EMBEDDED_BENCHMARKS, PAPER_BENCHMARKS, get_benchmark
-from dataflex_rl.tasks.science import LETTERS, generate_science, science_question
 
 
 def _option_value(item: dict, letter: str) -> float:

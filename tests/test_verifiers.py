@@ -1,10 +1,18 @@
 """Verifiers against known answers in every format, and the calibration gate."""
+import dataclasses
+
 import pandas as pd
 import pytest
 
+from dataflex_rl.benchmarks.registry import EMBEDDED_BENCHMARKS, REGISTRY
+from dataflex_rl.formats import FORMATS
+from dataflex_rl.formats.base import Verdict
+from dataflex_rl.formats.exact import verify_exact
+from dataflex_rl.formats.knights_knaves import verify_knights_knaves
+from dataflex_rl.formats.math import verify_math
+from dataflex_rl.formats.multiple_choice import verify_multiple_choice
+from dataflex_rl.formats.procedural import verify_procedural
 from dataflex_rl.tasks.corpus import benchmark_items
-from dataflex_rl.tasks.registry import EMBEDDED_BENCHMARKS
-from dataflex_rl.verify import verifiers as v
 from dataflex_rl.verify.calibration import CalibrationError, calibrate_benchmark
 
 
@@ -15,42 +23,46 @@ def _procedural_item(name="basic_arithmetic"):
 def test_procedural_reward_is_one_only_at_full_credit():
     item = _procedural_item()
     gold = item["answer"]
-    assert v.verify_procedural(gold, item) == v.Verdict(parsed=True, correct=True)
-    assert v.verify_procedural(f"Answer: {gold}\nbecause", item).correct
+    assert verify_procedural(gold, item) == Verdict(parsed=True, correct=True)
+    assert verify_procedural(f"Answer: {gold}\nbecause", item).correct
     # reasoning-gym gives partial credit (e.g. 1/3 for "2.0" when the gold is "2"); the reward counts full credit only
-    assert not v.verify_procedural(f"{gold}.0", item).correct
-    assert not v.verify_procedural(str(int(gold) + 1), item).correct
-    assert v.verify_procedural("   ", item) == v.Verdict(parsed=False, correct=False)
+    assert not verify_procedural(f"{gold}.0", item).correct
+    assert not verify_procedural(str(int(gold) + 1), item).correct
+    assert verify_procedural("   ", item) == Verdict(parsed=False, correct=False)
 
 
 @pytest.mark.parametrize("response", ["B", "(B)", "B) 3500", "B.", "The answer is (B).", "Answer: B", "the answer is b"])
 def test_multiple_choice_accepts_the_usual_surface_forms(response):
-    assert v.verify_multiple_choice(response, {"answer": "B"}) == v.Verdict(parsed=True, correct=True)
+    assert verify_multiple_choice(response, {"answer": "B"}) == Verdict(parsed=True, correct=True)
 
 
 @pytest.mark.parametrize("response,parsed", [("C", True), ("(A)", True), ("Because it is", False), ("", False)])
 def test_multiple_choice_rejects_wrong_or_missing_letters(response, parsed):
-    assert v.verify_multiple_choice(response, {"answer": "B"}) == v.Verdict(parsed=parsed, correct=False)
+    assert verify_multiple_choice(response, {"answer": "B"}) == Verdict(parsed=parsed, correct=False)
 
 
 @pytest.mark.parametrize("response", [r"\boxed{\frac{1}{2}}", "0.5", r"The answer is $\frac12$.", r"\boxed{0.5}"])
 def test_math_verify_equivalence(response):
-    assert v.verify_math(response, {"answer": r"\frac{1}{2}"}).correct
+    assert verify_math(response, {"answer": r"\frac{1}{2}"}).correct
 
 
 def test_math_wrong_and_unparsed():
-    assert v.verify_math(r"\boxed{3}", {"answer": r"\frac{1}{2}"}) == v.Verdict(parsed=True, correct=False)
-    assert v.verify_math("", {"answer": "2"}) == v.Verdict(parsed=False, correct=False)
+    assert verify_math(r"\boxed{3}", {"answer": r"\frac{1}{2}"}) == Verdict(parsed=True, correct=False)
+    assert verify_math("", {"answer": "2"}) == Verdict(parsed=False, correct=False)
 
 
 def test_exact_and_knights_knaves():
-    assert v.verify_exact("(B)", {"answer": "(B)"}).correct
-    assert v.verify_exact("  valid. ", {"answer": "Valid"}).correct
-    assert not v.verify_exact("invalid", {"answer": "valid"}).correct
+    assert verify_exact("(B)", {"answer": "(B)"}).correct
+    assert verify_exact("  valid. ", {"answer": "Valid"}).correct
+    assert not verify_exact("invalid", {"answer": "valid"}).correct
     gold = {"answer": "Zoey is a knight, and Oliver is a knave."}
-    assert v.verify_knights_knaves("Oliver is a knave and Zoey is a knight", gold).correct
-    assert not v.verify_knights_knaves("Oliver is a knight and Zoey is a knight", gold).correct
-    assert v.verify_knights_knaves("no idea", gold) == v.Verdict(parsed=False, correct=False)
+    assert verify_knights_knaves("Oliver is a knave and Zoey is a knight", gold).correct
+    assert not verify_knights_knaves("Oliver is a knight and Zoey is a knight", gold).correct
+    assert verify_knights_knaves("no idea", gold) == Verdict(parsed=False, correct=False)
+
+
+def test_every_benchmark_is_scored_by_a_registered_format():
+    assert {benchmark.answer_format for benchmark in REGISTRY.values()} <= set(FORMATS)
 
 
 @pytest.mark.parametrize("name", sorted(EMBEDDED_BENCHMARKS))
@@ -60,7 +72,8 @@ def test_every_embedded_benchmark_passes_calibration(name):
 
 
 def test_calibration_stops_on_a_verifier_that_accepts_everything(monkeypatch):
-    monkeypatch.setitem(v.VERIFIERS, "multiple_choice", lambda response, item: v.Verdict(True, True))
+    accepting = dataclasses.replace(FORMATS["multiple_choice"], verify=lambda response, item: Verdict(True, True))
+    monkeypatch.setitem(FORMATS, "multiple_choice", accepting)
     with pytest.raises(CalibrationError, match="benchmark 'kinematics' .*multiple_choice.*scored 1"):
         calibrate_benchmark("kinematics", benchmark_items("kinematics", n_items=10, seed=1000))
 

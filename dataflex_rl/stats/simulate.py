@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from dataflex_rl.records import RECORD_COLUMNS, UNTRAINED, run_id
-from dataflex_rl.tasks.registry import PAPER_BENCHMARKS, get_benchmark
+from dataflex_rl.benchmarks.registry import PAPER_BENCHMARKS, get_benchmark
 
 
 def simulate_records(models: Sequence[str], methods: Sequence[str], seeds: Sequence[int], *,

@@ -26,7 +26,7 @@ def summary_columns(summaries: pd.DataFrame) -> list[str]:
 
 def math_heavy_benchmarks(records: pd.DataFrame) -> list[str]:
     """The math-domain benchmarks plus GPQA-Diamond (or the registry stand-in for it); empty if either is absent."""
-    from dataflex_rl.tasks.registry import REGISTRY
+    from dataflex_rl.benchmarks.registry import REGISTRY
 
     names = list(pd.unique(records["benchmark"]))
     math = [b for b in names if (records.loc[records["benchmark"] == b, "domain"] == "math").all()]

@@ -11,12 +11,11 @@ from typing import Sequence
 import pandas as pd
 
 from dataflex_rl.benchmarks.loaders import load_file_items, load_hub_items
-from dataflex_rl.tasks.registry import Benchmark, get_benchmark, get_source
-from dataflex_rl.tasks.sources import DOMAINS, generate_items
+from dataflex_rl.benchmarks.registry import Benchmark, get_benchmark, get_source
+from dataflex_rl.benchmarks.sources import generate_items
+from dataflex_rl.items import CORPUS_COLUMNS, DOMAINS
 from dataflex_rl.tasks.validation import (FILE_ANSWER_FORMATS, FileReport, KeptRows, ValidationSettings, as_text,
                                           keep_valid, read_jsonl, settle)
-
-CORPUS_COLUMNS = ["id", "domain", "source", "prompt", "answer", "answer_format", "metadata"]
 
 
 def drop_exact_duplicates(items: pd.DataFrame) -> tuple[pd.DataFrame, int]:
@@ -86,7 +85,7 @@ def load_corpus_file(spec: CorpusFile, kept: KeptRows, settings: ValidationSetti
     report = FileReport(spec.path)
     items = [(line, _file_item(spec, line, record)) for line, record in _file_records(path, report)]
     good = keep_valid(items, report, kept, FILE_ANSWER_FORMATS, settings.max_prompt_chars)
-    return pd.DataFrame([item for _, item in good], columns=CORPUS_COLUMNS), report
+    return pd.DataFrame([item for _, item in good], columns=list(CORPUS_COLUMNS)), report
 
 
 def build_corpus(source_names: list[str], items_per_domain: int, seed: int, files: Sequence[dict] = (),
@@ -105,7 +104,7 @@ def build_corpus(source_names: list[str], items_per_domain: int, seed: int, file
             frames.append(frame)
             audit["sources"][source.name] = {"domain": domain, "generated": n, "duplicates_dropped": dropped,
                                              "kept": len(frame)}
-    corpus, cross_dropped = drop_exact_duplicates(pd.concat(frames, ignore_index=True)[CORPUS_COLUMNS])
+    corpus, cross_dropped = drop_exact_duplicates(pd.concat(frames, ignore_index=True)[list(CORPUS_COLUMNS)])
     audit["cross_source_duplicates_dropped"] = cross_dropped
     specs = [CorpusFile.from_config(entry) for entry in files]
     paths = [spec.path for spec in specs]

@@ -1,7 +1,7 @@
 """One prompt rendering for training and evaluation alike, so that what is trained is what is scored.
 
 A procedural item's question goes into the config's `prompt_template` (`{question}`); a real benchmark's item into
-its family's template (dataflex_rl.benchmarks.templates: the options, the answer instruction). The text is then sent
+its answer format's template (dataflex_rl.formats: the options, the answer instruction). The text is then sent
 as one user turn through the tokenizer's chat template when the tokenizer has one (instruct and Qwen2.5 base
 tokenizers do); the embedded tiny tokenizer has none, so its prompts are the template's text exactly.
 """
@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from dataflex_rl.benchmarks.templates import user_message
-from dataflex_rl.tasks.registry import REGISTRY
-from dataflex_rl.verify.verifiers import item_metadata
+from dataflex_rl.benchmarks.registry import REGISTRY
+from dataflex_rl.formats import get_format
 
 DEFAULT_TEMPLATE = "{question}\nAnswer:"
 
@@ -30,13 +29,12 @@ def render_prompt(question: str, template: str = DEFAULT_TEMPLATE, tokenizer=Non
 
 
 def render_item_prompt(item: Mapping, template: str = DEFAULT_TEMPLATE, tokenizer=None) -> str:
-    """A benchmark item's prompt: its real benchmark's family template (with the options from its metadata), or the
-    config `template` for a procedural item or a training row (which has no `benchmark`)."""
+    """A benchmark item's prompt: its real benchmark's answer-format template (with the options from its metadata), or
+    the config `template` for a procedural item or a training row (which has no `benchmark`)."""
     benchmark = REGISTRY.get(item.get("benchmark"))
-    if benchmark is None or benchmark.template is None:
+    if benchmark is None or benchmark.procedural:
         return render_prompt(item["prompt"], template, tokenizer)
-    options = item_metadata(item).get("options") if benchmark.template == "multiple_choice" else None
-    return as_chat(user_message(benchmark.template, item["prompt"], options), tokenizer)
+    return as_chat(get_format(benchmark.answer_format).user_message(item), tokenizer)
 
 
 def render_target(answer: str) -> str:

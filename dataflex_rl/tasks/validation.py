@@ -13,7 +13,6 @@ import contextlib
 import json
 import math
 import numbers
-import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,16 +21,16 @@ from typing import Callable, Collection, Iterator, Mapping
 import pandas as pd
 
 from dataflex_rl.atomic import write_text
-from dataflex_rl.tasks.sources import DOMAINS
-from dataflex_rl.verify.verifiers import (VERIFIERS, _normalise_target, extract_choice, item_metadata,
-                                          knights_knaves_assignments, math_values)
+from dataflex_rl.formats import FORMATS
+from dataflex_rl.items import DOMAINS
 
 # The reason codes a quarantined row can carry (docs/refusals.md shows an example and the detail text of each).
 REASONS = ("invalid_utf8", "malformed_json", "missing_prompt", "missing_answer", "duplicate_id", "duplicate_prompt",
            "unknown_domain", "unknown_answer_format", "unparseable_answer", "prompt_too_long")
 
-# Formats a training corpus file may declare; `procedural` belongs to the generators (its scorer needs their metadata).
-FILE_ANSWER_FORMATS = ("math", "multiple_choice", "exact", "knights_knaves")
+# Formats a training corpus file may declare (config/schema.yaml lists the same): not `procedural`, whose scorer needs
+# the generators' metadata.
+FILE_ANSWER_FORMATS = tuple(name for name, answer_format in FORMATS.items() if answer_format.in_corpus_files)
 CORPUS_MAX_QUARANTINE_FRACTION = 0.05
 # A benchmark that loses an item changes its denominator: by default any quarantined benchmark row fails the job.
 BENCHMARK_MAX_QUARANTINE_FRACTION = 0.0
@@ -122,43 +121,6 @@ def as_text(value) -> str | None:
     return None
 
 
-_OPTION_LINE = re.compile(r"^\s*\(?([A-J])[).:]\s", re.MULTILINE)
-_LETTERS = "ABCDEFGHIJ"
-
-
-def option_letters(item: Mapping) -> str:
-    """The item's option letters: from a metadata `options`/`choices` list (real benchmarks keep their options
-    there), else from the prompt's lettered lines ('A) ...', as the science generator writes them)."""
-    metadata = item_metadata(item)
-    options = metadata.get("options", metadata.get("choices"))
-    if isinstance(options, list) and options:
-        return _LETTERS[: len(options)]
-    return "".join(sorted(set(_OPTION_LINE.findall(item["prompt"]))))
-
-
-def gold_problem(item: Mapping) -> str | None:
-    """Why the gold answer cannot be read in the item's answer format, or None. A math gold must hold a value that
-    math-verify reads as mathematics (not only its raw-text fallback), or the verifier can only compare strings."""
-    answer, fmt = item["answer"], item["answer_format"]
-    if fmt == "math" and not math_values(answer):
-        return f"math-verify finds no expression in {answer!r}"
-    if fmt == "multiple_choice":
-        letter, letters = extract_choice(answer), option_letters(item)
-        if letter is None:
-            return f"{answer!r} is not an option letter"
-        if answer.strip() != letter:
-            return f"write the gold as the bare letter {letter!r} (the verifier compares letters), not {answer!r}"
-        if not letters:
-            return "no options found (a metadata options/choices list or lettered 'A) ...' lines in the prompt)"
-        if letter not in letters:
-            return f"gold letter {letter!r} is not among the item's options {', '.join(letters)}"
-    if fmt == "knights_knaves" and not knights_knaves_assignments(answer, item_metadata(item).get("names")):
-        return f"no 'X is a knight/knave' assignment in {answer!r}"
-    if fmt == "exact" and not _normalise_target(answer):
-        return f"{answer!r} is empty after normalisation"
-    return None
-
-
 def item_problem(item: Mapping, formats: Collection[str], max_prompt_chars: int | None = None) -> tuple[str, str] | None:
     """The first reason (code, detail) this item cannot be used, or None. `item` has text or None in prompt/answer."""
     if not (item["prompt"] or "").strip():
@@ -171,7 +133,7 @@ def item_problem(item: Mapping, formats: Collection[str], max_prompt_chars: int 
         return "unknown_answer_format", f"answer_format {item['answer_format']!r}; use one of {', '.join(formats)}"
     if max_prompt_chars is not None and len(item["prompt"]) > max_prompt_chars:
         return "prompt_too_long", f"{len(item['prompt'])} characters > {max_prompt_chars}"
-    problem = gold_problem(item)
+    problem = FORMATS[item["answer_format"]].gold_problem(item)
     return ("unparseable_answer", problem) if problem else None
 
 
@@ -274,7 +236,7 @@ def validated_benchmark_items(load: Callable[[str | None], pd.DataFrame], name: 
     rows = items.to_dict("records")
     for row in rows:
         row["prompt"], row["answer"] = as_text(row["prompt"]), as_text(row["answer"])
-    kept = keep_valid([(None, row) for row in rows], report, KeptRows(), tuple(VERIFIERS))
+    kept = keep_valid([(None, row) for row in rows], report, KeptRows(), tuple(FORMATS))
     audit = {"benchmark": name, **settle([report], settings, quarantine)}
     kept_rows = {id(row) for _, row in kept}
     return items[[id(row) in kept_rows for row in rows]].reset_index(drop=True), audit

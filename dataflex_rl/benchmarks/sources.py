@@ -1,17 +1,13 @@
-"""Procedural task sources: one named generator (reasoning-gym's or the project's science one) → uniform item rows.
-
-Every item row has the corpus columns: id, domain, source, prompt (the raw question; templates are applied later),
-answer (gold), answer_format, and metadata (JSON text the verifier needs, e.g. reasoning-gym's entry metadata).
-"""
+"""Procedural task sources: one named generator (reasoning-gym's or the project's science one) → corpus rows
+(dataflex_rl.items.CORPUS_COLUMNS). The procedural stand-in benchmarks are drawn from them, and so is the training
+corpus, with another seed."""
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from dataflex_rl.tasks.science import generate_science
-
-DOMAINS = ("math", "logic", "science")
+from dataflex_rl.benchmarks.science import generate_science
 
 
 @dataclass(frozen=True)

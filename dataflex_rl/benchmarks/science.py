@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 
-LETTERS = "ABCD"
+from dataflex_rl.items import LETTERS
 
 _LENGTH_UNITS = {"km": 1000.0, "m": 1.0, "cm": 0.01, "mm": 0.001}
 _MASS_UNITS = {"kg": 1000.0, "g": 1.0, "mg": 0.001}

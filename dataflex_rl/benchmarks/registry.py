@@ -2,14 +2,17 @@
 
 Each embedded stand-in is also a training-corpus source (the corpus draws the same generators with another seed and is
 then decontaminated against the held-out benchmark items). The real benchmarks are read from local files in their own
-schema (dataflex_rl.benchmarks.loaders), or from the Hugging Face hub when the config allows it; docs/benchmarks.md
-lists their sources, sizes, templates and extractors.
+schema (their `reader`: dataflex_rl.benchmarks.readers), or from the Hugging Face hub when the config allows it;
+docs/benchmarks.md lists their sources, sizes, templates and extractors.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dataflex_rl.tasks.sources import DOMAINS, TaskSource
+from dataflex_rl.benchmarks import readers
+from dataflex_rl.benchmarks.readers import Reader
+from dataflex_rl.benchmarks.sources import TaskSource
+from dataflex_rl.items import DOMAINS
 
 
 @dataclass(frozen=True)
@@ -24,8 +27,9 @@ class HubSource:
 
 @dataclass(frozen=True)
 class Benchmark:
-    """A scored evaluation set. `source` is set for procedural stand-ins; a real one is read in its native `columns`
-    from a local file or the `hub`, and prompted with its `template` family (dataflex_rl.benchmarks.templates).
+    """A scored evaluation set. `source` is set for procedural stand-ins; a real one is read by its `reader` (its
+    native columns) from a local file or the `hub`, and prompted with its answer format's template
+    (dataflex_rl.formats).
 
     `size` is the number of items in the benchmark's source; `evaluated_size` the number the paper's authors scored,
     as implied by their released records (every score is correct/n: see dataflex_rl.records_import). Where the two
@@ -38,8 +42,7 @@ class Benchmark:
     stands_for: str
     size: int | None = None
     source: TaskSource | None = None
-    template: str | None = None
-    columns: tuple[str, ...] = ()
+    reader: Reader | None = None
     hub: HubSource | None = None
     evaluated_size: int | None = None
     subset_seed: int | None = None
@@ -97,47 +100,35 @@ _BBH_SIZES = ("three", "five", "seven")
 PAPER_BENCHMARKS = {
     b.name: b
     for b in (
-        Benchmark("MATH-500", "math", "math", "MATH-500", 500, template="math",
-                  columns=("problem", "answer", "unique_id"),
+        Benchmark("MATH-500", "math", "math", "MATH-500", 500, reader=readers.MATH_500,
                   hub=_hub("HuggingFaceH4/MATH-500", (None, "test")), evaluated_size=500),
-        Benchmark("AIME-2024", "math", "math", "AIME-2024", 30, template="math",
-                  columns=("problem", "answer", "id"),
+        Benchmark("AIME-2024", "math", "math", "AIME-2024", 30, reader=readers.AIME_2024,
                   hub=_hub("HuggingFaceH4/aime_2024", (None, "train")), evaluated_size=30),
-        Benchmark("OlympiadBench", "math", "math", "OlympiadBench", 675, template="math",
-                  columns=("question", "final_answer", "id"),
+        Benchmark("OlympiadBench", "math", "math", "OlympiadBench", 675, reader=readers.OLYMPIADBENCH,
                   hub=_hub("Hothan/OlympiadBench", ("OE_TO_maths_en_COMP", "train")), evaluated_size=675),
-        Benchmark("Minerva-Math", "math", "math", "Minerva-Math", 272, template="math",
-                  columns=("question", "answer"),
+        Benchmark("Minerva-Math", "math", "math", "Minerva-Math", 272, reader=readers.MINERVA_MATH,
                   hub=_hub("math-ai/minervamath", (None, "test")), evaluated_size=272),
-        Benchmark("GSM8K", "math", "math", "GSM8K", 1319, template="math",
-                  columns=("question", "answer"),
+        Benchmark("GSM8K", "math", "math", "GSM8K", 1319, reader=readers.GSM8K,
                   hub=_hub("openai/gsm8k", ("main", "test")), evaluated_size=1319),
-        Benchmark("Knights&Knaves", "logic", "knights_knaves", "Knights&Knaves", 200, template="knights_knaves",
-                  columns=("quiz", "names", "solution"),
+        Benchmark("Knights&Knaves", "logic", "knights_knaves", "Knights&Knaves", 200, reader=readers.KNIGHTS_KNAVES,
                   hub=_hub("K-and-K/knights-and-knaves", ("test", "7ppl"), ("test", "8ppl")), evaluated_size=200),
-        Benchmark("BBH-logical-deduction", "logic", "exact", "BBH logical deduction", 750, template="bbh",
-                  columns=("input", "target"),
+        Benchmark("BBH-logical-deduction", "logic", "exact", "BBH logical deduction", 750, reader=readers.BBH,
                   hub=_hub("lukaemon/bbh", *((f"logical_deduction_{n}_objects", "test") for n in _BBH_SIZES)),
                   evaluated_size=750),
         Benchmark("BBH-tracking-shuffled-objects", "logic", "exact", "BBH tracking shuffled objects", 750,
-                  template="bbh", columns=("input", "target"),
+                  reader=readers.BBH,
                   hub=_hub("lukaemon/bbh", *((f"tracking_shuffled_objects_{n}_objects", "test") for n in _BBH_SIZES)),
                   evaluated_size=750),
         # allenai/ZebraLogicBench hides the answers; WildEval/ZebraLogic (the authors' source) carries them.
-        Benchmark("ZebraLogic", "logic", "multiple_choice", "ZebraLogic", 3259, template="multiple_choice",
-                  columns=("id", "puzzle", "question", "choices", "answer"),
+        Benchmark("ZebraLogic", "logic", "multiple_choice", "ZebraLogic", 3259, reader=readers.ZEBRALOGIC,
                   hub=_hub("WildEval/ZebraLogic", ("mc_mode", "test")), evaluated_size=500, subset_seed=42),
         Benchmark("MMLU-Pro-chemistry", "science", "multiple_choice", "MMLU-Pro chemistry", 1132,
-                  template="multiple_choice", columns=("question", "options", "answer", "answer_index", "category"),
-                  hub=_hub("TIGER-Lab/MMLU-Pro", (None, "test"), category="chemistry"),
+                  reader=readers.MMLU_PRO, hub=_hub("TIGER-Lab/MMLU-Pro", (None, "test"), category="chemistry"),
                   evaluated_size=500, subset_seed=42),
         Benchmark("MMLU-Pro-physics", "science", "multiple_choice", "MMLU-Pro physics", 1299,
-                  template="multiple_choice", columns=("question", "options", "answer", "answer_index", "category"),
-                  hub=_hub("TIGER-Lab/MMLU-Pro", (None, "test"), category="physics"),
+                  reader=readers.MMLU_PRO, hub=_hub("TIGER-Lab/MMLU-Pro", (None, "test"), category="physics"),
                   evaluated_size=500, subset_seed=42),
-        Benchmark("GPQA-Diamond", "science", "multiple_choice", "GPQA-Diamond", 198, template="multiple_choice",
-                  columns=("Question", "Correct Answer", "Incorrect Answer 1", "Incorrect Answer 2",
-                           "Incorrect Answer 3"),
+        Benchmark("GPQA-Diamond", "science", "multiple_choice", "GPQA-Diamond", 198, reader=readers.GPQA_DIAMOND,
                   hub=_hub("Idavidrein/gpqa", ("gpqa_diamond", "train")), evaluated_size=198),
     )
 }

@@ -1,0 +1,177 @@
+"""Native-schema readers for the paper's 12 real benchmarks: each benchmark's columns and how one of its rows becomes
+an item (`prompt` the question as the benchmark states it, `answer` the gold in the form its verifier reads, derived
+metadata such as `options` and `names`).
+
+Gold conversions: GSM8K's "... #### 1,234" → "1234"; OlympiadBench's `final_answer` list → its answers joined by ", ";
+Knights&Knaves' `names` + `solution` booleans → "Zoey is a knight, Oliver is a knave"; ZebraLogic's answer text and
+MMLU-Pro's `answer_index` → the option letter; GPQA's correct answer → its letter after a seeded shuffle of the four
+options (the displayed order of the source columns is kept in metadata `option_sources`).
+"""
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+import numpy as np
+
+from dataflex_rl.items import LETTERS
+
+
+@dataclass(frozen=True)
+class NativeItem:
+    """One row read in its benchmark's schema: the prompt, the gold answer, and what the reader derived."""
+
+    prompt: str
+    answer: str
+    derived: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Reader:
+    """How one benchmark's rows become items.
+
+    `columns` is the native schema: the columns a file must have, in the order an error lists them. `read` turns a
+    row into the prompt, the answer and derived metadata; it consumes every column of the schema but the native id
+    (`id_column`, used when the file has it) and `kept_columns` (MMLU-Pro's `category`, which the loader filters on).
+    The file's other columns go to metadata as they are. `renames` maps the column names of a known variant of the
+    schema.
+    """
+
+    read: Callable[[Mapping], NativeItem]
+    columns: tuple[str, ...]
+    id_column: str | None = None
+    kept_columns: tuple[str, ...] = ()
+    renames: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def consumed(self) -> tuple[str, ...]:
+        return tuple(c for c in self.columns if c != self.id_column and c not in self.kept_columns)
+
+
+class BenchmarkSchemaError(ValueError):
+    """A benchmark file or hub split that does not have the benchmark's native columns, or a row it cannot read."""
+
+
+def text_field(value) -> str:
+    """A native field as text; a missing one (null, NaN) as '', which row validation quarantines as missing."""
+    if value is None or (isinstance(value, (float, np.floating)) and math.isnan(value)):
+        return ""
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return str(int(value))
+    return str(value).strip()
+
+
+def _sequence(value) -> list:
+    if isinstance(value, str):
+        value = json.loads(value) if value.strip().startswith("[") else [value]
+    return list(value)
+
+
+def _strip_dollars(text: str) -> str:
+    text = text.strip()
+    if len(text) > 1 and text.startswith("$") and text.endswith("$"):
+        return text.strip("$").strip()
+    return text
+
+
+def _math(question: str, answer: str) -> Callable[[Mapping], NativeItem]:
+    return lambda row: NativeItem(text_field(row[question]), text_field(row[answer]))
+
+
+def _gsm8k(row: Mapping) -> NativeItem:
+    """GSM8K's gold is the number after '####' at the end of the worked solution (commas are thousands separators)."""
+    solution = text_field(row["answer"])
+    final = solution.rsplit("####", 1)[-1].strip().replace(",", "")
+    return NativeItem(text_field(row["question"]), final, {"solution": solution} if "####" in solution else {})
+
+
+def _olympiad(row: Mapping) -> NativeItem:
+    answers = [_strip_dollars(text_field(a)) for a in _sequence(row["final_answer"])]
+    return NativeItem(text_field(row["question"]), ", ".join(answers))
+
+
+def kk_gold(names: list[str], solution: list) -> str:
+    """'Zoey is a knight, Oliver is a knave': K&K's solution booleans (True = knight) in the verifier's sentence form."""
+    return ", ".join(f"{name} is a {'knight' if bool(is_knight) else 'knave'}" for name, is_knight in
+                     zip(names, solution, strict=True))
+
+
+def _knights_knaves(row: Mapping) -> NativeItem:
+    names, solution = [text_field(n) for n in _sequence(row["names"])], _sequence(row["solution"])
+    if len(names) != len(solution):
+        raise BenchmarkSchemaError(f"{len(names)} names but {len(solution)} solution values")
+    return NativeItem(text_field(row["quiz"]), kk_gold(names, solution), {"names": names})
+
+
+_BBH_OPTION = re.compile(r"^\(([A-J])\)\s*(.+?)\s*$", re.MULTILINE)
+
+
+def bbh_options(question: str) -> list[str]:
+    """The '(A) text' lines of a BBH input, in letter order ([] unless they run A, B, C, ... without a gap)."""
+    found = dict(_BBH_OPTION.findall(question))
+    letters = LETTERS[: len(found)]
+    return [found[letter] for letter in letters] if set(found) == set(letters) else []
+
+
+def _bbh(row: Mapping) -> NativeItem:
+    question, target = text_field(row["input"]), text_field(row["target"])
+    options = bbh_options(question)
+    return NativeItem(question, target, {"options": options} if options else {})
+
+
+def _zebra(row: Mapping) -> NativeItem:
+    choices = [text_field(c) for c in _sequence(row["choices"])]
+    answer = text_field(row["answer"])
+    if answer not in choices:
+        raise BenchmarkSchemaError(f"answer {answer!r} is not one of the choices {choices}")
+    prompt = f"{text_field(row['puzzle'])}\n\n{text_field(row['question'])}"
+    return NativeItem(prompt, LETTERS[choices.index(answer)], {"options": choices})
+
+
+def _mmlu_pro(row: Mapping) -> NativeItem:
+    """MMLU-Pro pads some option lists with 'N/A': those are dropped and the gold letter taken from answer_index."""
+    options = [text_field(o) for o in _sequence(row["options"])]
+    index = int(row["answer_index"])
+    if LETTERS[index] != text_field(row["answer"]):
+        raise BenchmarkSchemaError(f"answer {row['answer']!r} disagrees with answer_index {index}")
+    kept = [i for i, option in enumerate(options) if option != "N/A" or i == index]
+    return NativeItem(text_field(row["question"]), LETTERS[kept.index(index)], {"options": [options[i] for i in kept]})
+
+
+GPQA_SHUFFLE_SEED = 42
+_GPQA_OPTION_COLUMNS = ("Correct Answer", "Incorrect Answer 1", "Incorrect Answer 2", "Incorrect Answer 3")
+
+
+def gpqa_order(key: str, seed: int = GPQA_SHUFFLE_SEED) -> list[int]:
+    """The displayed order of GPQA's four option columns for the item `key`: a shuffle seeded by (seed, key), so an
+    item's letters do not depend on which other items the file holds or their order."""
+    order = list(range(len(_GPQA_OPTION_COLUMNS)))
+    random.Random(f"{seed}:{key}").shuffle(order)
+    return order
+
+
+def _gpqa(row: Mapping) -> NativeItem:
+    key = text_field(row["Record ID"]) if "Record ID" in row else text_field(row["Question"])
+    order = gpqa_order(key)
+    options = [" ".join(text_field(row[_GPQA_OPTION_COLUMNS[i]]).split()) for i in order]
+    return NativeItem(text_field(row["Question"]), LETTERS[order.index(0)],
+                      {"options": options, "option_sources": [_GPQA_OPTION_COLUMNS[i] for i in order],
+                       "shuffle_seed": GPQA_SHUFFLE_SEED})
+
+
+MATH_500 = Reader(_math("problem", "answer"), ("problem", "answer", "unique_id"), "unique_id")
+AIME_2024 = Reader(_math("problem", "answer"), ("problem", "answer", "id"), "id",
+                   renames={"Problem": "problem", "Answer": "answer", "ID": "id", "Solution": "solution"})
+OLYMPIADBENCH = Reader(_olympiad, ("question", "final_answer", "id"), "id")
+MINERVA_MATH = Reader(_math("question", "answer"), ("question", "answer"))
+GSM8K = Reader(_gsm8k, ("question", "answer"))
+KNIGHTS_KNAVES = Reader(_knights_knaves, ("quiz", "names", "solution"))
+BBH = Reader(_bbh, ("input", "target"))
+ZEBRALOGIC = Reader(_zebra, ("id", "puzzle", "question", "choices", "answer"), "id")
+MMLU_PRO = Reader(_mmlu_pro, ("question", "options", "answer", "answer_index", "category"), "question_id",
+                  kept_columns=("category",))
+GPQA_DIAMOND = Reader(_gpqa, ("Question", *_GPQA_OPTION_COLUMNS), "Record ID")

@@ -1,0 +1,136 @@
+"""The `multiple_choice` answer format (ZebraLogic, MMLU-Pro, GPQA, the science stand-ins): an option, named by its
+letter or by its text; the gold is the bare letter."""
+from __future__ import annotations
+
+import re
+from typing import Mapping, Sequence
+
+from dataflex_rl.formats.base import AnswerFormat, Verdict
+from dataflex_rl.formats.extract import (ANSWER_MARKER, TEXT_WRAPPER, answer_candidates, final_answer_text, plain,
+                                         single_line)
+from dataflex_rl.items import LETTERS, item_metadata
+
+TEMPLATE = ("{question}\n\n{options}\n\nAnswer with the letter of the correct option. Reason step by step, then finish "
+            "with \"The answer is (X)\", where X is that letter.")
+
+
+def item_options(item: Mapping) -> list[str]:
+    """The item's option texts, from its metadata `options` (or `choices`); [] when it has none."""
+    metadata = item_metadata(item)
+    return [str(o) for o in metadata.get("options", metadata.get("choices")) or []]
+
+
+def _letters(options: Sequence[str] | None) -> str:
+    return LETTERS[: len(options)] if options else LETTERS
+
+
+_LEADING_LETTER = re.compile(r"\(([A-J])\)|([A-J])(?:[.):,]|$)")
+_LEADING_WORD_LETTER = re.compile(r"\(([A-J])\)|([A-J])(?:[.):,]|\s|$)")
+
+
+def letter_of(text: str, options: Sequence[str] | None = None, stated: bool = True) -> str | None:
+    """The option letter `text` names: 'B', '(B)', 'B.', 'B) 3500 J', '\\text{B}', or the text of option B itself.
+    A `stated` text (one that follows 'the answer is') may also be 'B because ...'; a bare response may not, or
+    'I think ...' would read as option I."""
+    letters = _letters(options)
+    cleaned = TEXT_WRAPPER.sub(r"\1", text).replace("$", "").replace("*", "").strip()
+    bare = re.fullmatch(r"\(?([A-Ja-j])\)?\.?", cleaned)
+    if bare and bare.group(1).upper() in letters:
+        return bare.group(1).upper()
+    leading = (_LEADING_WORD_LETTER if stated else _LEADING_LETTER).match(cleaned)
+    if leading and (leading.group(1) or leading.group(2)) in letters:
+        return leading.group(1) or leading.group(2)
+    if options:
+        wanted = plain(cleaned)
+        for letter, option in zip(letters, options):
+            if wanted == plain(str(option)):
+                return letter
+    return None
+
+
+def extract_choice(response: str, options: Sequence[str] | None = None) -> str | None:
+    """The chosen option letter from a boxed letter, the last 'the answer is ...' (a letter or an option's text), the
+    line after 'Answer:', or a bare one-line response; None if the response names no option."""
+    places = [(text, True) for text, how in answer_candidates(response) if how != "bare"]
+    if ANSWER_MARKER.search(response):
+        places.append((final_answer_text(response), True))
+    places.append((single_line(response) or "", False))
+    for text, stated in places:
+        letter = letter_of(text, options, stated) if text else None
+        if letter:
+            return letter
+    return None
+
+
+def verify_multiple_choice(response: str, item: Mapping) -> Verdict:
+    letter = extract_choice(response, item_options(item))
+    return Verdict(parsed=letter is not None, correct=letter == str(item["answer"]).strip().upper())
+
+
+def choice_forms(letter: str, options: list[str]) -> list[str]:
+    """Option `letter` the ways models name it: the letter in its usual wrappings and, where the item lists its
+    options, the option's text."""
+    forms = [letter, f"({letter})", f"{letter}.", f"The answer is ({letter}).", f"Answer: {letter}",
+             f"Comparing the options, the answer is {letter} because it fits every clue.", f"\\boxed{{{letter}}}"]
+    if letter in LETTERS[: len(options)]:
+        text = options[LETTERS.index(letter)]
+        forms += [f"{letter}) {text}", text, f"The answer is {text}."]
+    return forms
+
+
+def gold_forms(answer: str, item: Mapping) -> list[str]:
+    return choice_forms(answer, item_options(item))
+
+
+def wrong_forms(answer: str, item: Mapping) -> list[str]:
+    """The other letters (of at least A-D), one of them stated, and the text of the first wrong option."""
+    options = item_options(item)
+    wrong = [letter for letter in LETTERS[: max(len(options), 4)] if letter != answer]
+    texts = [options[LETTERS.index(w)] for w in wrong[:1] if options]
+    return wrong + [f"The answer is ({letter})." for letter in wrong[:1]] + texts
+
+
+_OPTION_LINE = re.compile(r"^\s*\(?([A-J])[).:]\s", re.MULTILINE)
+
+
+def option_letters(item: Mapping) -> str:
+    """The item's option letters: from a metadata `options`/`choices` list (real benchmarks keep their options
+    there), else from the prompt's lettered lines ('A) ...', as the science generator writes them)."""
+    metadata = item_metadata(item)
+    options = metadata.get("options", metadata.get("choices"))
+    if isinstance(options, list) and options:
+        return LETTERS[: len(options)]
+    return "".join(sorted(set(_OPTION_LINE.findall(item["prompt"]))))
+
+
+def gold_problem(item: Mapping) -> str | None:
+    answer = item["answer"]
+    letter, letters = extract_choice(answer), option_letters(item)
+    if letter is None:
+        return f"{answer!r} is not an option letter"
+    if answer.strip() != letter:
+        return f"write the gold as the bare letter {letter!r} (the verifier compares letters), not {answer!r}"
+    if not letters:
+        return "no options found (a metadata options/choices list or lettered 'A) ...' lines in the prompt)"
+    if letter not in letters:
+        return f"gold letter {letter!r} is not among the item's options {', '.join(letters)}"
+    return None
+
+
+def lettered_options(options: Sequence[str]) -> str:
+    """'A) first\\nB) second ...', the listing the option-text matching of `letter_of` mirrors."""
+    if len(options) > len(LETTERS):
+        raise ValueError(f"{len(options)} options; at most {len(LETTERS)} can be lettered A-J")
+    return "\n".join(f"{letter}) {text}" for letter, text in zip(LETTERS, options))
+
+
+def template_fields(item: Mapping) -> dict[str, str]:
+    """The template's `options`: the item's metadata `options`, lettered."""
+    options = item_metadata(item).get("options")
+    if not options:
+        raise ValueError("a multiple-choice prompt needs the item's options (metadata 'options')")
+    return {"options": lettered_options(options)}
+
+
+FORMAT = AnswerFormat("multiple_choice", verify_multiple_choice, gold_forms, wrong_forms, gold_problem,
+                      template=TEMPLATE, template_fields=template_fields)

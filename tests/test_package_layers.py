@@ -1,0 +1,85 @@
+"""The packages of dataflex_rl import each other in one direction: no package-level import cycle, read from the source
+(every `dataflex_rl.<package>` import counts, including the lazy ones inside functions).
+
+`python tests/test_package_layers.py` prints the package-level cycles.
+"""
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "dataflex_rl"
+# The backend seam is redesigned elsewhere; until then backends -> evaluate -> backends.embedded is the known cycle.
+KNOWN_CYCLES = [("backends", "evaluate")]
+
+
+def _unit(path: Path) -> str:
+    """The package-level unit of a source file: its top-level package (`tasks`) or top-level module (`items`)."""
+    return path.relative_to(PACKAGE).with_suffix("").parts[0]
+
+
+def _imported_modules(path: Path, root: Path = PACKAGE) -> list[str]:
+    """Dotted names of the dataflex_rl modules `path` (a file under `root`) imports, relative imports resolved."""
+    package = ["dataflex_rl", *path.relative_to(root).parent.parts]
+    names = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = ".".join(package[: len(package) - node.level + 1]) if node.level else ""
+            module = ".".join(part for part in (base, node.module) if part)
+            names += [module] + [f"{module}.{alias.name}" for alias in node.names]
+    return [name for name in names if name.startswith("dataflex_rl.")]
+
+
+def package_imports() -> dict[str, set[str]]:
+    """unit -> the other units it imports (a `from dataflex_rl import x` counts as importing x when x is a unit)."""
+    units = {_unit(path) for path in PACKAGE.rglob("*.py") if path.name != "__init__.py" or path.parent != PACKAGE}
+    graph: dict[str, set[str]] = {unit: set() for unit in units}
+    for path in PACKAGE.rglob("*.py"):
+        if path.parent == PACKAGE and path.name == "__init__.py":
+            continue
+        source = _unit(path)
+        for name in _imported_modules(path):
+            target = name.split(".")[1]
+            if target in units and target != source:
+                graph[source].add(target)
+    return graph
+
+
+def package_cycles(graph: dict[str, set[str]] | None = None) -> list[tuple[str, ...]]:
+    """Every elementary cycle of the unit graph, each once, starting at its alphabetically first unit."""
+    graph = package_imports() if graph is None else graph
+    cycles = []
+
+    def walk(start: str, node: str, path: list[str]) -> None:
+        for nxt in sorted(graph[node]):
+            if nxt == start:
+                cycles.append(tuple(path))
+            elif nxt > start and nxt not in path:
+                walk(start, nxt, path + [nxt])
+
+    for start in sorted(graph):
+        walk(start, start, [start])
+    return cycles
+
+
+def test_the_cycle_finder_sees_direct_and_longer_cycles():
+    graph = {"a": {"b"}, "b": {"a", "c"}, "c": {"d"}, "d": {"b"}, "e": {"a"}}
+    assert package_cycles(graph) == [("a", "b"), ("b", "c", "d")]
+
+
+def test_the_import_reader_resolves_relative_and_lazy_imports(tmp_path):
+    package = tmp_path / "dataflex_rl"
+    (package / "one").mkdir(parents=True)
+    (package / "one" / "mod.py").write_text("from . import sibling\nfrom ..two.x import y\n"
+                                            "def f():\n    import dataflex_rl.three\n")
+    assert set(_imported_modules(package / "one" / "mod.py", package)) == {
+        "dataflex_rl.one", "dataflex_rl.one.sibling", "dataflex_rl.two.x", "dataflex_rl.two.x.y", "dataflex_rl.three"}
+
+
+def test_no_package_import_cycle_but_the_known_backend_one():
+    assert package_cycles() == KNOWN_CYCLES
+
+
+if __name__ == "__main__":
+    for cycle in package_cycles():
+        print(" -> ".join(cycle + cycle[:1]))
