@@ -21,5 +21,5 @@ def get_format(name: str) -> AnswerFormat:
     try:
         return FORMATS[name]
     except KeyError:
-        raise ValueError(f"unknown answer format {name!r}; known: {', '.join(FORMATS)}") from None
+        raise ValueError(f"no verifier for answer format {name!r}; known: {', '.join(FORMATS)}") from None
 
