@@ -6,9 +6,9 @@ leaves a half-written file that a later run would mistake for a finished one.
 from __future__ import annotations
 
 import contextlib
-import glob
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
@@ -29,6 +29,22 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield an empty temporary directory beside `path`; on success it replaces `path`, on failure it is removed. A
+    directory a killed attempt left (`.<name>.tmp`) is cleared first."""
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        yield tmp
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(tmp, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def remove_partial_writes(directory: str | os.PathLike, name_pattern: str) -> None:

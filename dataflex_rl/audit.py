@@ -1,11 +1,15 @@
-"""The study audit: which cells of the run matrix exist on disk, which are missing, which comparisons lack matched
-seeds among the finished runs, and which recorded results were built under another config or other packages.
+"""The study audit: which cells of the run matrix exist on disk, which are missing or damaged, which comparisons lack
+matched seeds among the finished runs, and which artefacts and records were built under other settings or packages.
 
-It reads what exists and never trains or scores. A cell is a (model, method, seed) run — or a model's untrained base —
-with its artefacts: weights and metrics (trained runs), one score file per benchmark, and its rows in the records
-table. A recorded run is *stale* when its `config_hash` differs from the hash of the current config
-(`records.config_hash`, the function the records rule stamps them with) or its `package_versions` differ from the
-packages installed now; stale results are named in the report, so they are never reused silently.
+It reads what exists and never trains or scores. A cell is a (model, method, seed) run — or a model's untrained base
+— with its artefacts: the base model (embedded backend), the training outputs, one score per benchmark, each with the
+provenance record its job wrote (dataflex_rl.provenance). The expectations come from the current study
+(`Study.expected_artefacts`). An artefact is
+  *damaged*  when a file of it is missing or its bytes differ from its record's checksum;
+  *stale*    when its recorded fingerprint differs from the fingerprint of the slice the current study expects; the
+             report names every config key whose value differs (recorded → current).
+A record row is stale when its fingerprint is not that of the score on disk for the current study, or its
+`package_versions` differ from the packages installed now. Stale results are named, so they are never reused silently.
 """
 from __future__ import annotations
 
@@ -16,31 +20,38 @@ from typing import Any, Mapping
 import pandas as pd
 
 from dataflex_rl.atomic import write_json, write_text
-from dataflex_rl.config import controls, expand_runs
-from dataflex_rl.records import UNTRAINED, config_hash, package_versions, run_id
+from dataflex_rl.provenance import DamagedArtefactError, damage, fingerprint, read_provenance
+from dataflex_rl.records import package_versions
+from dataflex_rl.records_import import load_records
 
-RECORDS = "results/records/records.parquet"
-
-
-def _cell_paths(model: str, method: str, seed: int | None, benchmarks: list[str]) -> dict[str, Any]:
-    run = run_id(model, method, seed)  # "{model}/{method}/seed{seed}" or "{model}/untrained": the run's directory
-    paths: dict[str, Any] = {}
-    if seed is not None:
-        paths["weights"] = f"results/runs/{run}/weights.pt"
-        paths["metrics"] = f"results/runs/{run}/metrics.parquet"
-    paths["scores"] = {b: f"results/scores/{run}/{b}.parquet" for b in benchmarks}
-    return paths
+_MISSING = "(absent)"
 
 
-def _read_records(root: Path) -> pd.DataFrame | None:
-    path = root / RECORDS
-    if not path.is_file():
-        return None
-    frame = pd.read_parquet(path)
-    for column in ("config_hash", "package_versions"):
-        if column not in frame.columns:  # a table written before provenance was recorded
-            frame[column] = None
-    return frame
+def changed_keys(recorded: Mapping[str, Any], expected: Mapping[str, Any]) -> dict[str, list]:
+    """{config key: [recorded value, current value]} for every key whose value differs; absent keys as '(absent)'."""
+    return {key: [recorded.get(key, _MISSING), expected.get(key, _MISSING)]
+            for key in sorted(set(recorded) | set(expected)) if recorded.get(key, _MISSING) != expected.get(key, _MISSING)}
+
+
+def _artefact(root: Path, artefact: Mapping[str, Any]) -> dict[str, Any]:
+    """The state of one artefact: missing, damaged, stale (with the changed keys) or current."""
+    found = [(root / path).exists() for path in artefact["files"]]
+    record_path = root / artefact["provenance"]
+    entry = {"kind": artefact["kind"], "provenance": artefact["provenance"], "expected": fingerprint(
+        artefact["settings"]), "recorded": None, "changed": {}, "damage": []}
+    if not any(found) and not record_path.exists():
+        return {**entry, "state": "missing"}
+    try:
+        record = read_provenance(record_path)
+        entry["damage"] = damage(record_path)
+    except DamagedArtefactError as error:
+        return {**entry, "state": "damaged", "damage": [str(error)]}
+    entry["recorded"] = record["fingerprint"]
+    if not all(found) or entry["damage"]:
+        return {**entry, "state": "damaged"}
+    if record["fingerprint"] != entry["expected"]:
+        return {**entry, "state": "stale", "changed": changed_keys(record["settings"], artefact["settings"])}
+    return {**entry, "state": "current"}
 
 
 def _version_changes(recorded: Any, installed: Mapping[str, str | None]) -> dict[str, list]:
@@ -52,49 +63,51 @@ def _version_changes(recorded: Any, installed: Mapping[str, str | None]) -> dict
             if before.get(name) != installed.get(name)}
 
 
-def _provenance(rows: pd.DataFrame, expected_hash: str, installed: Mapping[str, str | None]) -> dict[str, Any]:
-    hashes = sorted({h for h in rows["config_hash"] if isinstance(h, str)})
-    stale = []
-    if hashes != [expected_hash]:
-        stale.append("config" if hashes else "config (no config_hash recorded)")
+def _records_state(rows: pd.DataFrame, artefacts: list[dict], installed: Mapping[str, str | None]) -> dict[str, Any]:
+    """Which of a cell's record rows carry another fingerprint than the current study's score, and how their
+    packages differ from the ones installed now."""
+    expected = {a["kind"].split(":", 1)[1]: a["expected"] for a in artefacts if a["kind"].startswith("score:")}
+    mismatched = sorted(b for b, fp in zip(rows["benchmark"], rows["fingerprint"]) if expected.get(b) != fp)
     versions = sorted({v for v in rows["package_versions"] if isinstance(v, str)})
     if len(versions) > 1:  # validate_records refuses this; a hand-edited table may still hold it
         changes = {"(differs between benchmarks)": versions}
     else:
         changes = _version_changes(versions[0] if versions else None, installed)
-    if changes:
-        stale.append("packages")
-    return {"recorded_config_hash": hashes[0] if len(hashes) == 1 else hashes or None,
-            "expected_config_hash": expected_hash, "package_changes": changes, "stale": stale}
+    return {"fingerprint_mismatch": mismatched, "package_changes": changes}
 
 
-def _cell(config: Mapping[str, Any], root: Path, records: pd.DataFrame | None, installed: Mapping[str, str | None],
-          model: str, method: str, seed: int | None) -> dict[str, Any]:
-    benchmarks = list(config["benchmarks"]["names"])
-    paths = _cell_paths(model, method, seed, benchmarks)
-    present = {key: (root / paths[key]).is_file() for key in ("weights", "metrics") if key in paths}
-    scores = {b: (root / p).is_file() for b, p in paths["scores"].items()}
-    missing = [key for key, ok in present.items() if not ok] + [f"score:{b}" for b, ok in scores.items() if not ok]
-    found = sum(present.values()) + sum(scores.values())
-    status = "complete" if not missing else ("missing" if found == 0 else "partial")
-    rid = run_id(model, method, seed)
-    rows = records[records["run_id"] == rid] if records is not None else pd.DataFrame()
+def _cell(root: Path, cell: Mapping[str, Any], records: pd.DataFrame | None,
+          installed: Mapping[str, str | None], benchmarks: list[str]) -> dict[str, Any]:
+    artefacts = [_artefact(root, a) for a in cell["artefacts"]]
+    states = [a["state"] for a in artefacts]
+    status = ("complete" if all(s in ("current", "stale") for s in states)
+              else "missing" if all(s == "missing" for s in states) else "partial")
+    rows = records[records["run_id"] == cell["run_id"]] if records is not None else pd.DataFrame()
     recorded = sorted(set(rows["benchmark"])) if len(rows) else []
-    cell = {"model": model, "method": method, "seed": seed, "run_id": rid, "status": status, "missing": missing,
-            "recorded_benchmarks": len(recorded),
-            "unrecorded_benchmarks": [b for b in benchmarks if b not in recorded]}
-    cell["provenance"] = _provenance(rows, config_hash(config, model, method), installed) if len(rows) else None
-    return cell
+    record_state = _records_state(rows, artefacts, installed) if len(rows) else None
+    stale = sorted({a["kind"] for a in artefacts if a["state"] == "stale"})
+    if record_state and record_state["fingerprint_mismatch"]:
+        stale.append("records")
+    if record_state and record_state["package_changes"]:
+        stale.append("packages")
+    changed: dict[str, list] = {}
+    for artefact in artefacts:
+        changed.update(artefact["changed"])
+    return {"model": cell["model"], "method": cell["method"], "seed": cell["seed"], "run_id": cell["run_id"],
+            "status": status, "missing": [a["kind"] for a in artefacts if a["state"] == "missing"],
+            "damaged": [line for a in artefacts for line in a["damage"]], "stale": stale, "changed_keys": changed,
+            "artefacts": artefacts, "recorded_benchmarks": len(recorded),
+            "unrecorded_benchmarks": [b for b in benchmarks if b not in recorded], "records": record_state}
 
 
-def _comparisons(config: Mapping[str, Any], cells: list[dict]) -> list[dict[str, Any]]:
+def _comparisons(expected: Mapping[str, Any], cells: list[dict]) -> list[dict[str, Any]]:
     finished: dict[tuple[str, str], set[int]] = {}
     for cell in cells:
         if cell["seed"] is not None and cell["status"] == "complete":
             finished.setdefault((cell["model"], cell["method"]), set()).add(cell["seed"])
     comparisons = []
-    for model in config["models"]:
-        for method, control in controls(config).items():
+    for model in expected["models"]:
+        for method, control in expected["controls"].items():
             ours, theirs = finished.get((model, method), set()), finished.get((model, control), set())
             comparisons.append({
                 "model": model, "method": method, "control": control, "matched_seeds": sorted(ours & theirs),
@@ -104,28 +117,31 @@ def _comparisons(config: Mapping[str, Any], cells: list[dict]) -> list[dict[str,
     return comparisons
 
 
-def audit_study(config: Mapping[str, Any], root: str | Path = ".", installed: str | None = None) -> dict[str, Any]:
-    """The audit report of `config`'s matrix under `root` (the workflow's working directory). `installed`: the
-    `records.package_versions()` JSON to compare records with (default: this environment's)."""
+def audit_study(expected: Mapping[str, Any], root: str | Path = ".", installed: str | None = None) -> dict[str, Any]:
+    """The audit report of the study whose expectations are `expected` (`Study.expected_artefacts()`) under `root`
+    (the workflow's working directory). `installed`: the `records.package_versions()` JSON to compare records with
+    (default: this environment's)."""
     root = Path(root)
     installed_versions = json.loads(installed if installed is not None else package_versions())
-    records = _read_records(root)
-    cells = [_cell(config, root, records, installed_versions, model, UNTRAINED, None) for model in config["models"]]
-    cells += [_cell(config, root, records, installed_versions, r.model, r.method, r.seed) for r in expand_runs(config)]
+    records_path = root / expected["records"]
+    records = load_records(records_path) if records_path.is_file() else None
+    cells = [_cell(root, cell, records, installed_versions, expected["benchmarks"]) for cell in expected["cells"]]
     known = {cell["run_id"] for cell in cells}
     extra = sorted(set(records["run_id"]) - known) if records is not None else []
-    comparisons = _comparisons(config, cells)
-    stale = [c["run_id"] for c in cells if c["provenance"] and c["provenance"]["stale"]]
+    comparisons = _comparisons(expected, cells)
+    stale = [c["run_id"] for c in cells if c["stale"]]
+    damaged = [c["run_id"] for c in cells if c["damaged"]]
     counts = {status: sum(c["status"] == status for c in cells) for status in ("complete", "partial", "missing")}
     return {
-        "study": config["study"],
-        "records_file": RECORDS if records is not None else None,
+        "study": expected["study"],
+        "records_file": expected["records"] if records is not None else None,
         "installed_packages": installed_versions,
-        "counts": {**counts, "cells": len(cells), "stale": len(stale),
+        "counts": {**counts, "cells": len(cells), "stale": len(stale), "damaged": len(damaged),
                    "unmatched_comparisons": sum(not c["matched"] for c in comparisons)},
         "cells": cells,
         "comparisons": comparisons,
         "stale_runs": stale,
+        "damaged_runs": damaged,
         "records_not_in_matrix": extra,
     }
 
@@ -134,39 +150,52 @@ def _seeds(seeds: list[int]) -> str:
     return ", ".join(map(str, seeds)) or "—"
 
 
+def _value(value: Any) -> str:
+    return json.dumps(value) if not isinstance(value, str) or value == _MISSING else repr(value)
+
+
+def _stale_detail(cell: Mapping[str, Any]) -> str:
+    detail = []
+    if cell["changed_keys"]:
+        detail.append("; ".join(f"{key}: {_value(old)} → {_value(new)}"
+                                for key, (old, new) in cell["changed_keys"].items()))
+    kinds = [kind for kind in cell["stale"] if kind not in ("records", "packages")]
+    if kinds:
+        detail.append(f"built with other settings: {', '.join(kinds)}")
+    if "records" in cell["stale"]:
+        detail.append("records of " + ", ".join(cell["records"]["fingerprint_mismatch"])
+                      + " carry fingerprints other than the current study's")
+    if "packages" in cell["stale"]:
+        detail.append("packages " + ", ".join(f"{name} {old} → {new}" for name, (old, new)
+                                              in cell["records"]["package_changes"].items()))
+    return "; ".join(detail)
+
+
 def render_markdown(report: Mapping[str, Any]) -> str:
     counts = report["counts"]
     lines = [
         f"# Audit of study `{report['study']}`", "",
         f"{counts['cells']} cells (runs and untrained bases): {counts['complete']} complete, {counts['partial']} "
-        f"partial, {counts['missing']} missing; {counts['stale']} stale; {counts['unmatched_comparisons']} "
-        f"comparison(s) with unmatched seeds. Records: {report['records_file'] or 'none yet'}.", "",
+        f"partial, {counts['missing']} missing; {counts['stale']} stale; {counts['damaged']} damaged; "
+        f"{counts['unmatched_comparisons']} comparison(s) with unmatched seeds. "
+        f"Records: {report['records_file'] or 'none yet'}.", "",
         "## Cells", "", "| run | status | missing | recorded benchmarks | stale |", "|---|---|---|---|---|",
     ]
     for cell in report["cells"]:
         missing = ", ".join(cell["missing"][:4]) + (" …" if len(cell["missing"]) > 4 else "")
-        stale = ", ".join(cell["provenance"]["stale"]) if cell["provenance"] else "not recorded"
         lines.append(f"| {cell['run_id']} | {cell['status']} | {missing or '—'} | {cell['recorded_benchmarks']} | "
-                     f"{stale or '—'} |")
+                     f"{', '.join(cell['stale']) or '—'} |")
     lines += ["", "## Comparisons (finished runs)", "",
               "| model | method | control | matched seeds | method only | control only |", "|---|---|---|---|---|---|"]
     for c in report["comparisons"]:
         lines.append(f"| {c['model']} | {c['method']} | {c['control']} | {_seeds(c['matched_seeds'])} | "
                      f"{_seeds(c['method_only_seeds'])} | {_seeds(c['control_only_seeds'])} |")
     lines += ["", "## Stale results", ""]
-    for cell in report["cells"]:
-        provenance = cell["provenance"]
-        if provenance and provenance["stale"]:
-            detail = []
-            if any(s.startswith("config") for s in provenance["stale"]):
-                detail.append(f"config_hash {provenance['recorded_config_hash']} ≠ current "
-                              f"{provenance['expected_config_hash']}")
-            if provenance["package_changes"]:
-                detail.append("packages " + ", ".join(f"{name} {old} → {new}" for name, (old, new)
-                                                      in provenance["package_changes"].items()))
-            lines.append(f"- {cell['run_id']}: " + "; ".join(detail))
+    lines += [f"- {cell['run_id']}: {_stale_detail(cell)}" for cell in report["cells"] if cell["stale"]]
     if not report["stale_runs"]:
         lines.append("none")
+    lines += ["", "## Damaged artefacts", ""]
+    lines += [f"- {line}" for cell in report["cells"] for line in cell["damaged"]] or ["none"]
     if report["records_not_in_matrix"]:
         lines += ["", "## Records of runs outside the current matrix", "",
                   *[f"- {rid}" for rid in report["records_not_in_matrix"]]]

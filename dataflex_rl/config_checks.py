@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from dataflex_rl.policies.catalogue import CATALOGUE, StudyShape
-from dataflex_rl.records import UNTRAINED
+from dataflex_rl.backends.base import get_backend
 from dataflex_rl.benchmarks.registry import REGISTRY
+from dataflex_rl.layout import UNTRAINED
 
 # Where a misplaced key belongs, for keys a study is likely to put in the wrong section.
 _KEY_HINTS = {
@@ -220,28 +221,11 @@ def benchmark_file_errors(config: Mapping[str, Any], workdir: Path) -> list[str]
     return errors
 
 
-def _looks_local(path: str) -> bool:
-    return path.startswith(("/", "."))
-
-
 def model_errors(config: Mapping[str, Any], workdir: Path) -> list[str]:
-    errors = []
-    for model, entry in config["models"].items():
-        key = f"models.{model}"
-        if entry["backend"] == "verl":
-            if "path" not in entry:
-                errors.append(f"{key}.path: missing; the verl backend needs the base model's local path or hub name "
-                              f"(e.g. Qwen/Qwen2.5-7B)")
-            elif (_looks_local(entry["path"]) and "records_file" not in config
-                  and not (workdir / entry["path"]).exists()):
-                errors.append(f"{key}.path: local path {entry['path']!r} does not exist (relative to the working "
-                              f"directory {str(workdir)!r}); fix it, or give a hub name such as Qwen/Qwen2.5-7B")
-            errors += [f"{key}.{section}: only the embedded backend builds its model from `{section}`; the verl "
-                       f"backend loads `path` — remove it" for section in ("shape", "warmup") if section in entry]
-        elif "path" in entry:
-            errors.append(f"{key}.path: {entry['path']!r} — the embedded backend builds its model from `shape` and "
-                          f"`warmup` and reads no path; remove it or set `backend: verl`")
-    return errors
+    """Each model entry checked by its backend (dataflex_rl.backends.base: `config_errors`)."""
+    return [error for model, entry in config["models"].items()
+            for error in get_backend(entry["backend"]).config_errors(f"models.{model}", entry, workdir,
+                                                                     "records_file" in config)]
 
 
 def training_errors(config: Mapping[str, Any]) -> list[str]:
@@ -280,24 +264,14 @@ def resource_errors(config: Mapping[str, Any], resources: Mapping[str, Mapping[s
     values (threads, gpu, cpus_per_task, mem_mb, runtime, slurm_partition, nodes; absent where unset), as Snakemake
     merged them from the rule, the profile's default-resources/set-resources/set-threads and the command line.
 
-    - a verl training job: verl asserts that train_batch_size × rollout.n (prompts_per_step × rollouts; our recipe sets
-      ppo_mini_batch_size = train_batch_size) divides evenly over its GPUs;
+    - what the models' backends require of a training job (`train_resource_errors`; verl: the responses of a step
+      divide evenly over its GPUs);
     - a job asking for fewer CPUs than its threads;
     - with `cluster.partitions`: a job's partition must be one of them and its request within the partition's limits.
     """
     errors = []
-    train = resources.get("train", {})
-    if train.get("gpu") and any(m["backend"] == "verl" for m in config["models"].values()):
-        gpus = int(train["gpu"])
-        prompts, rollouts = config["training"]["prompts_per_step"], config["training"]["rollouts"]
-        if (prompts * rollouts) % gpus:
-            divisors = [n for n in range(1, prompts * rollouts + 1) if (prompts * rollouts) % n == 0 and n <= 64]
-            near = sorted({p for p in range(max(1, prompts - gpus), prompts + gpus + 1) if (p * rollouts) % gpus == 0},
-                          key=lambda p: (abs(p - prompts), p))[:2]
-            errors.append(f"training.prompts_per_step: {prompts} × training.rollouts {rollouts} = {prompts * rollouts} "
-                          f"responses per step do not divide over the train job's {gpus} GPUs (resource gpu={gpus}): "
-                          f"verl requires train_batch_size × rollout.n to be a multiple of its GPU count — use "
-                          f"prompts_per_step {' or '.join(map(str, near))}, or a GPU count among {divisors}")
+    for backend in sorted({entry["backend"] for entry in config["models"].values()}):
+        errors += get_backend(backend).train_resource_errors(config["training"], resources.get("train", {}))
     for rule, values in resources.items():
         threads, cpus = values.get("threads"), values.get("cpus_per_task")
         if threads and cpus and int(cpus) < int(threads):

@@ -12,8 +12,8 @@ kills the first step before any checkpoint exists. Points, in the order a run pa
   after_optimiser_step  the update applied and its metrics recorded; the checkpoint not yet written
   checkpoint_write      in the middle of writing the checkpoint's temporary file (before it is synced and renamed)
   after_checkpoint      the checkpoint renamed into place
-  final_weights         in the middle of writing the final weights' temporary file
-  after_final_weights   the final weights in place; the metrics file not yet written
+  final_weights         in the middle of writing the final model's temporary directory (weights written, tokenizer not)
+  after_final_weights   the final model directory in place; the metrics file not yet written
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The one GRPO recipe every method shares (the paper: K=5, KL 1e-3 low_var_kl, one update per batch)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -18,8 +18,3 @@ class GRPOSettings:
     temperature: float = 1.0
     grad_clip: float = 1.0
     checkpoint_every: int = 25
-
-    @classmethod
-    def from_config(cls, section: dict) -> "GRPOSettings":
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in section.items() if k in known})

@@ -5,16 +5,15 @@ be recomputed from a small table, and `validate_records` refuses a table that wo
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from importlib import metadata
-from typing import Any, Iterable, Mapping
+from typing import Iterable, Mapping
 
 import pandas as pd
 
 from dataflex_rl.items import SCORED_ITEM_COLUMNS
-
-UNTRAINED = "untrained"
+from dataflex_rl.layout import UNTRAINED, run_id
+from dataflex_rl.provenance import DamagedArtefactError, damage, read_provenance
 
 # The tidy schema, one row per (run, benchmark):
 #   model, method   what was trained and under which data policy ("untrained" for the base model)
@@ -34,45 +33,16 @@ UNTRAINED = "untrained"
 #                   score says more about the answer format than the skill. The tables report every flag and leave
 #                   out of a cell's summaries a benchmark flagged in every trained run (dataflex_rl.stats.parse_flags)
 #   steps           optimiser steps the evaluated checkpoint had taken (nullable Int64)
-#   config_hash     provenance: sha256 (64 hex digits) of the canonical JSON of the config sections that determine the
-#                   run (`run_config`); the same for every benchmark of a run. Missing (NA) for imported records.
+#   fingerprint     provenance: the fingerprint of the score this row was reduced from, copied from the provenance
+#                   record its scoring job wrote (dataflex_rl.provenance: sha256, 64 hex digits, of the score's settings
+#                   slice, which includes the weights' and the benchmark's). Missing (NA) for imported records.
 #   package_versions  provenance: compact JSON object {distribution: version or null} of PROVENANCE_PACKAGES in the
 #                   environment that built the records (`package_versions`). Missing (NA) for imported records.
 RECORD_COLUMNS = ("model", "method", "seed", "run_id", "benchmark", "domain", "n", "correct", "score",
-                  "counts_inferred", "mean_length", "mean_chars", "parse_rate", "parse_flagged", "steps", "config_hash",
+                  "counts_inferred", "mean_length", "mean_chars", "parse_rate", "parse_flagged", "steps", "fingerprint",
                   "package_versions")
-PROVENANCE_COLUMNS = ("config_hash", "package_versions")
+PROVENANCE_COLUMNS = ("fingerprint", "package_versions")
 PROVENANCE_PACKAGES = ("torch", "transformers", "dataflex-rl", "reasoning-gym", "math-verify", "datasketch")
-# The config sections that determine a run, in the order they are hashed. A trained run depends on all of them (its
-# model's entry and its method's entry only, not the whole matrix); the untrained base on the model, the benchmarks,
-# evaluation and the prompt template only, so adding a method or changing training does not change its hash.
-TRAINED_RUN_SECTIONS = ("model", "corpus", "decontamination", "calibration", "benchmarks", "training", "evaluation",
-                        "method", "prompt_template")
-UNTRAINED_RUN_SECTIONS = ("model", "benchmarks", "evaluation", "prompt_template")
-
-
-def run_config(config: Mapping[str, Any], model: str, method: str) -> dict:
-    """The parts of a study config that determine run (model, method): `models[model]` as "model",
-    `methods[method]` as "method" (trained runs only), and the top-level sections named in TRAINED_RUN_SECTIONS /
-    UNTRAINED_RUN_SECTIONS (a missing section is null). The seed is not included: it is in the run id."""
-    sections = UNTRAINED_RUN_SECTIONS if method == UNTRAINED else TRAINED_RUN_SECTIONS
-    picked = {"model": config["models"][model]}
-    if method != UNTRAINED:
-        picked["method"] = config["methods"][method]
-    for key in sections:
-        if key not in picked:
-            picked[key] = config.get(key)
-    return picked
-
-
-def config_hash(config: Mapping[str, Any], model: str, method: str) -> str:
-    """sha256 hex digest of the canonical JSON (sorted keys, no spaces, UTF-8) of `run_config(config, model, method)`;
-    stable across key order, processes and machines."""
-    canonical = json.dumps(run_config(config, model, method), sort_keys=True, separators=(",", ":"),
-                           ensure_ascii=False, default=str)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
-
-
 def package_versions(packages: Iterable[str] = PROVENANCE_PACKAGES) -> str:
     """Compact JSON {distribution: version} from importlib.metadata, null for a package that is not installed."""
     versions = {}
@@ -84,15 +54,8 @@ def package_versions(packages: Iterable[str] = PROVENANCE_PACKAGES) -> str:
     return json.dumps(versions, separators=(",", ":"))
 
 
-def run_id(model: str, method: str, seed: int | None) -> str:
-    """Name a run; the untrained base has no seed, so it cannot be mistaken for a seeded arm."""
-    if (method == UNTRAINED) != (seed is None):
-        raise ValueError(f"method {method!r} with seed {seed!r}: a seed is required exactly when the model is trained")
-    return f"{model}/{UNTRAINED}" if seed is None else f"{model}/{method}/seed{int(seed)}"
-
-
 def summarise_items(items: pd.DataFrame, *, model: str, method: str, seed: int | None, benchmark: str, domain: str,
-                    steps: int | None, config_hash: str | None = None, package_versions: str | None = None,
+                    steps: int | None, fingerprint: str | None = None, package_versions: str | None = None,
                     min_parse_rate: float | None = None) -> dict:
     """Reduce one (run, benchmark) item file to its record row; the provenance columns are passed through.
     `min_parse_rate` sets `parse_flagged` (None leaves it unknown)."""
@@ -125,7 +88,7 @@ def summarise_items(items: pd.DataFrame, *, model: str, method: str, seed: int |
         "parse_rate": parse_rate,
         "parse_flagged": None if min_parse_rate is None else parse_rate < min_parse_rate,
         "steps": None if steps is None else int(steps),
-        "config_hash": config_hash,
+        "fingerprint": fingerprint,
         "package_versions": package_versions,
     }
 
@@ -194,34 +157,38 @@ def validate_records(df: pd.DataFrame) -> None:
     problems += _problem(df["run_id"] != pd.Series(expected, index=df.index, dtype=object),
                          "run_id must be {model}/{method}/seed{seed} or {model}/untrained")
     problems += _problem(df.duplicated(["run_id", "benchmark"], keep=False), "a (run_id, benchmark) pair repeats")
-    hashes = df["config_hash"]
-    problems += _problem(hashes.notna() & ~hashes.astype(str).str.fullmatch(r"[0-9a-f]{64}"),
-                         "config_hash must be 64 lowercase hex digits (sha256) or missing")
+    fingerprints = df["fingerprint"]
+    problems += _problem(fingerprints.notna() & ~fingerprints.astype(str).str.fullmatch(r"[0-9a-f]{64}"),
+                         "fingerprint must be 64 lowercase hex digits (sha256) or missing")
     problems += _problem(df["package_versions"].notna() & ~df["package_versions"].map(_is_version_map),
                          "package_versions must be a JSON object {package: version or null} or missing")
-    for column in PROVENANCE_COLUMNS:
-        varying = df.groupby("run_id")[column].nunique(dropna=False)
-        problems += [f"{column} differs between the benchmarks of run {r!r}" for r in varying[varying > 1].index[:5]]
+    varying = df.groupby("run_id")["package_versions"].nunique(dropna=False)
+    problems += [f"package_versions differs between the benchmarks of run {r!r}" for r in varying[varying > 1].index[:5]]
     domains = df.groupby("benchmark")["domain"].nunique()
     problems += [f"benchmark {b!r} is filed under several domains" for b in domains[domains > 1].index]
     if problems:
         raise ValueError("invalid records: " + "; ".join(problems))
 
 
-def collect_records(sources: Iterable[Mapping], steps: int | None, *, versions: str | None = None,
+def collect_records(sources: Iterable[Mapping], *, versions: str | None = None,
                     min_parse_rate: float | None = None) -> pd.DataFrame:
-    """The records table from score files; each source names its path, model, method, seed (None: base) and benchmark,
-    and optionally its run's `config_hash`. `versions` (a `package_versions` string) is stamped on every row;
-    `min_parse_rate` sets every row's `parse_flagged`."""
+    """The records table from score files; each source names its path, its provenance record, model, method, seed
+    (None: base) and benchmark. A row's fingerprint and step count are copied from the provenance record, after the
+    score file is checked against it (a damaged one is refused, naming it); nothing is recomputed from the current
+    config. `versions` (a `package_versions` string) is stamped on every row; `min_parse_rate` sets every row's
+    `parse_flagged`."""
     from dataflex_rl.benchmarks.registry import get_benchmark
 
     rows = []
     for source in sources:
-        trained = source["seed"] is not None
+        problems = damage(source["provenance"])
+        if problems:
+            raise DamagedArtefactError("a score file is not the one its job wrote:\n  " + "\n  ".join(problems))
+        provenance = read_provenance(source["provenance"])
         rows.append(summarise_items(
             pd.read_parquet(source["path"]), model=source["model"], method=source["method"], seed=source["seed"],
             benchmark=source["benchmark"], domain=get_benchmark(source["benchmark"]).domain,
-            steps=steps if trained else 0, config_hash=source.get("config_hash"), package_versions=versions,
-            min_parse_rate=min_parse_rate,
+            steps=provenance["settings"].get("training.steps", 0), fingerprint=provenance["fingerprint"],
+            package_versions=versions, min_parse_rate=min_parse_rate,
         ))
     return records_frame(rows)

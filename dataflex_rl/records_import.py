@@ -29,7 +29,8 @@ import numpy as np
 import pandas as pd
 
 from dataflex_rl.benchmarks.registry import PAPER_BENCHMARKS
-from dataflex_rl.records import RECORD_COLUMNS, run_id, validate_records
+from dataflex_rl.layout import run_id
+from dataflex_rl.records import RECORD_COLUMNS, validate_records
 
 # The released table's column name → the registry's paper benchmark name.
 RELEASED_BENCHMARKS = {
@@ -136,7 +137,7 @@ def import_released_runs(path: str | Path, sizes: dict[str, int] | None = None) 
                 "counts_inferred": True, "mean_length": math.nan, "mean_chars": math.nan, "parse_rate": math.nan,
                 "parse_flagged": None, "steps": int(run.steps),
                 # The release states neither the configs nor the environment of its runs: no provenance.
-                "config_hash": None, "package_versions": None,
+                "fingerprint": None, "package_versions": None,
                 "base_model": run.model, "campaign": run.campaign, "regime": regime, "source_run_id": run.run_id,
             })
     frame = pd.DataFrame(rows, columns=[*RECORD_COLUMNS, *EXTRA_COLUMNS])

@@ -8,12 +8,15 @@ localrules:
 
 
 rule audit:
-    params:
-        json="results/audit/audit.json",
-        md="results/audit/audit.md",
     log:
         "logs/audit/audit.log",
     conda:
         "../envs/stats.yaml"
+    params:
+        # what every artefact of the current study should have been built with (a function: computed only when the
+        # audit is asked for)
+        expected=lambda wc: STUDY.expected_artefacts(),
+        json=layout.AUDIT_JSON,
+        md=layout.AUDIT_MD,
     script:
         "../workflow_scripts/audit.py"

@@ -1,14 +1,14 @@
 rule calibrate:
     input:
-        "results/benchmarks/{benchmark}.parquet",
+        layout.benchmark_items("{benchmark}"),
     output:
-        "results/calibration/{benchmark}.json",
-    params:
-        max_items=config.get("calibration", {}).get("max_items", 100),
+        layout.calibration("{benchmark}"),
     log:
         "logs/calibration/{benchmark}.log",
     conda:
         "../envs/cpu.yaml"
+    params:
+        max_items=STUDY.calibration.max_items,
     script:
         "../workflow_scripts/calibrate.py"
 
@@ -17,15 +17,15 @@ rule calibrate:
 # its scores hold, per item, whether an answer was parsed.
 rule parse_gate:
     input:
-        lambda wc: [f"results/scores/{wc.model}/{UNTRAINED}/{b}.parquet" for b in BENCHMARKS],
+        lambda wc: [layout.score(wc.model, layout.UNTRAINED, b) for b in BENCHMARKS],
     output:
-        "results/calibration/parse_gate/{model}.json",
-    params:
-        benchmarks=BENCHMARKS,
-        min_parse_rate=config.get("calibration", {}).get("min_base_parse_rate", 0.0),
+        layout.parse_gate("{model}"),
     log:
         "logs/calibration/parse_gate_{model}.log",
     conda:
         "../envs/stats.yaml"
+    params:
+        benchmarks=BENCHMARKS,
+        min_parse_rate=STUDY.calibration.min_base_parse_rate,
     script:
         "../workflow_scripts/parse_gate.py"

@@ -2,21 +2,21 @@
 # must survive the threshold failure they cause so that the researcher can inspect them.
 rule corpus:
     input:
-        files=[entry["path"] for entry in config["corpus"].get("files", [])],
+        files=[entry["path"] for entry in STUDY.corpus.files],
     output:
-        corpus="results/corpus/raw.parquet",
-        audit="results/corpus/raw_audit.json",
-    params:
-        sources=config["corpus"]["sources"],
-        items_per_domain=config["corpus"]["items_per_domain"],
-        seed=config["corpus"]["seed"],
-        files=config["corpus"].get("files", []),
-        validation=config.get("data_validation", {}).get("corpus", {}),
-        quarantine="results/corpus/quarantine.jsonl",
+        corpus=layout.CORPUS_RAW,
+        audit=layout.CORPUS_AUDIT,
     log:
         "logs/corpus/corpus.log",
     conda:
         "../envs/cpu.yaml"
+    params:
+        sources=list(STUDY.corpus.sources),
+        items_per_domain=STUDY.corpus.items_per_domain,
+        seed=STUDY.corpus.seed,
+        files=list(STUDY.corpus.files),
+        validation=STUDY.data_validation["corpus"],
+        quarantine=layout.CORPUS_QUARANTINE,
     script:
         "../workflow_scripts/corpus.py"
 
@@ -25,36 +25,37 @@ rule benchmark_items:
     input:
         benchmark_file,
     output:
-        parquet="results/benchmarks/{benchmark}.parquet",
-        audit="results/benchmarks/{benchmark}.audit.json",
-    params:
-        n_items=config["benchmarks"].get("items", 100),
-        path=lambda wc: BENCHMARK_FILES.get(wc.benchmark),
-        hub_fallback=config["benchmarks"].get("hub_fallback", False),
-        seed=config["benchmarks"].get("seed", 1000),
-        validation=config.get("data_validation", {}).get("benchmarks", {}),
-        quarantine=lambda wc: f"results/benchmarks/{wc.benchmark}.quarantine.jsonl",
+        parquet=layout.benchmark_items("{benchmark}"),
+        audit=layout.benchmark_audit("{benchmark}"),
     log:
         "logs/benchmarks/{benchmark}.log",
     conda:
         "../envs/cpu.yaml"
+    params:
+        n_items=STUDY.benchmarks.items,
+        path=lambda wc: STUDY.benchmarks.files.get(wc.benchmark),
+        hub_fallback=STUDY.benchmarks.hub_fallback,
+        seed=STUDY.benchmarks.seed,
+        validation=STUDY.data_validation["benchmarks"],
+        quarantine=lambda wc: layout.benchmark_quarantine(wc.benchmark),
     script:
         "../workflow_scripts/benchmark_items.py"
 
 
 rule decontaminate:
     input:
-        corpus="results/corpus/raw.parquet",
-        benchmarks=expand("results/benchmarks/{benchmark}.parquet", benchmark=BENCHMARKS),
+        corpus=layout.CORPUS_RAW,
+        benchmarks=[layout.benchmark_items(b) for b in BENCHMARKS],
     output:
-        corpus="results/corpus/clean.parquet",
-        audit="results/corpus/decontamination.json",
-    params:
-        threshold=config.get("decontamination", {}).get("threshold", 0.8),
-        num_perm=config.get("decontamination", {}).get("num_perm", 128),
+        corpus=layout.CORPUS_CLEAN,
+        audit=layout.DECONTAMINATION_AUDIT,
     log:
         "logs/corpus/decontaminate.log",
     conda:
         "../envs/cpu.yaml"
+    params:
+        benchmarks=BENCHMARKS,
+        threshold=STUDY.decontamination.threshold,
+        num_perm=STUDY.decontamination.num_perm,
     script:
         "../workflow_scripts/decontaminate.py"

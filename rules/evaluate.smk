@@ -1,45 +1,24 @@
-def score_weights(wildcards):
-    if wildcards.run == UNTRAINED:
-        return []
-    return f"results/runs/{wildcards.model}/{wildcards.run}/weights.pt"
-
-
-# A scoring job covers one (run, benchmark) on a cluster, where a benchmark is long; on the embedded default one job
-# scores a run on every benchmark, since loading torch and transformers costs more than scoring 100 items.
-if config.get("evaluation", {}).get("job_per_benchmark", False):
-    SCORED = ["{benchmark}"]
-else:
-    SCORED = BENCHMARKS
-
-
 # A scoring job keeps each finished benchmark in results/scores/{model}/{run}/.state/ (not an output) until it
 # succeeds, so a retry copies those instead of rescoring them (dataflex_rl/evaluate/shards.py).
 rule score:
     input:
-        benchmark_items=[f"results/benchmarks/{b}.parquet" for b in SCORED],
-        calibration=[f"results/calibration/{b}.json" for b in SCORED],
-        base=base_model_input,
-        weights=score_weights,
+        benchmark_items=[layout.benchmark_items(b) for b in SCORED],
+        gates=lambda wc: pending_gates([layout.calibration(b) for b in scored(wc)]),
+        model=scored_model,
+        record=trained_run_record,
     output:
-        [f"results/scores/{{model}}/{{run}}/{b}.parquet" for b in SCORED],
-    params:
-        model_config=lambda wc: config["models"][wc.model],
-        template=lambda wc: TEMPLATE,
-        evaluation=config.get("evaluation", {}),
-    threads: THREADS
+        scores=[layout.score("{model}", "{run}", b) for b in SCORED],
+        provenance=[layout.score_provenance("{model}", "{run}", b) for b in SCORED],
     log:
-        "logs/scores/{model}/{run}/"
-        + ("{benchmark}" if SCORED != BENCHMARKS else "all")
-        + ".log",
+        "logs/scores/{model}/{run}/" + ("{benchmark}" if STUDY.evaluation.job_per_benchmark else "all") + ".log",
     benchmark:
-        "logs/timing/scores/{model}/{run}/"
-        + ("{benchmark}" if SCORED != BENCHMARKS else "all")
-        + ".tsv"
+        "logs/timing/scores/{model}/{run}/" + ("{benchmark}" if STUDY.evaluation.job_per_benchmark else "all") + ".tsv"
     conda:
-        (
-            "../envs/gpu.yaml"
-            if any(m["backend"] == "verl" for m in config["models"].values())
-            else "../envs/cpu.yaml"
-        )
+        backend_env
+    threads: STUDY.threads
+    params:
+        settings=lambda wc: [STUDY.score_slice(wc.model, wc.run, b) for b in scored(wc)],
+        job=lambda wc: STUDY.score_job(wc.model),
+        model_provenance=scored_model_provenance,
     script:
         "../workflow_scripts/score.py"

@@ -1,44 +1,49 @@
 rule base_model:
     input:
-        corpus="results/corpus/clean.parquet",
-        calibration=expand("results/calibration/{benchmark}.json", benchmark=BENCHMARKS),
+        corpus=layout.CORPUS_CLEAN,
+        gates=pending_gates([layout.calibration(b) for b in BENCHMARKS]),
     output:
-        directory("results/models/{model}"),
-    params:
-        model=lambda wc: config["models"][wc.model],
-        template=lambda wc: TEMPLATE,
-    threads: THREADS
+        directory(layout.base_model("{model}")),
     log:
         "logs/models/{model}.log",
     benchmark:
         "logs/timing/models/{model}.tsv"
     conda:
         "../envs/cpu.yaml"
+    threads: STUDY.threads
+    params:
+        settings=lambda wc: STUDY.base_slice(wc.model),
+        job=lambda wc: STUDY.base_job(wc.model),
     script:
         "../workflow_scripts/base_model.py"
 
 
 rule train:
     input:
-        corpus="results/corpus/clean.parquet",
-        calibration=expand("results/calibration/{benchmark}.json", benchmark=BENCHMARKS),
-        parse_gate="results/calibration/parse_gate/{model}.json",
+        corpus=layout.CORPUS_CLEAN,
+        gates=lambda wc: pending_gates([layout.calibration(b) for b in BENCHMARKS] + [layout.parse_gate(wc.model)]),
         base=base_model_input,
     output:
-        weights="results/runs/{model}/{method}/seed{seed}/weights.pt",
-        metrics="results/runs/{model}/{method}/seed{seed}/metrics.parquet",
-    params:
-        # resumable state is not a declared output: Snakemake deletes the outputs of a failed job, and a retry or
-        # a Slurm requeue of this job resumes from the checkpoint here
-        state_dir="results/runs/{model}/{method}/seed{seed}/state",
-        model_config=lambda wc: config["models"][wc.model],
-        template=lambda wc: TEMPLATE,
-    threads: THREADS
+        model=directory(layout.run_model("{model}", "{run}")),
+        metrics=layout.metrics("{model}", "{run}"),
+        provenance=layout.train_provenance("{model}", "{run}"),
     log:
-        "logs/train/{model}/{method}/seed{seed}.log",
+        "logs/train/{model}/{run}.log",
     benchmark:
-        "logs/timing/train/{model}/{method}/seed{seed}.tsv"
+        "logs/timing/train/{model}/{run}.tsv"
+    wildcard_constraints:
+        run=TRAINED_RUN,
     conda:
-        "../envs/gpu.yaml" if any(m["backend"] == "verl" for m in config["models"].values()) else "../envs/cpu.yaml"
+        backend_env
+    threads: STUDY.threads
+    params:
+        settings=lambda wc: STUDY.train_slice(wc.model, *layout.parse_run(wc.run)),
+        job=lambda wc: STUDY.train_job(wc.model, *layout.parse_run(wc.run)),
+        # Result-neutral (a resumed run is bit-identical), so it must not rerun finished runs: a function of `output`
+        # is a derived param, which Snakemake leaves out of its params rerun trigger.
+        checkpoint_every=lambda wc, output: STUDY.training.checkpoint_every,
+        # resumable state is not a declared output: Snakemake deletes the outputs of a failed job, and a retry or
+        # a Slurm requeue of this job resumes from the checkpoint here (one folder per state key)
+        state_dir=lambda wc: layout.train_state(wc.model, wc.run),
     script:
         "../workflow_scripts/train.py"

@@ -1,7 +1,9 @@
-"""The audit reads a results tree and reports complete, partial and missing cells, unmatched seeds and stale records.
+"""The audit reads a results tree and reports complete, partial and missing cells, unmatched seeds, stale artefacts
+with the config keys that changed, damaged artefacts and stale records.
 
-The tree is built by hand in tmp_path with real parquet files in the real schemas (item files, the records table built
-by records.records_frame); the expected report is worked out from what was put there.
+The tree is built by hand in tmp_path with real provenance records (dataflex_rl.provenance) written for the slices
+of the study (or of a changed one), real parquet score files and a records table built by records.records_frame; the
+expected report is worked out from what was put there.
 """
 import copy
 import json
@@ -12,12 +14,19 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from dataflex_rl import layout
 from dataflex_rl.audit import audit_study, render_markdown
-from dataflex_rl.records import config_hash, package_versions, records_frame, summarise_items
+from dataflex_rl.provenance import fingerprint, write_provenance
+from dataflex_rl.records import package_versions, records_frame, summarise_items
+from dataflex_rl.study import Study
 
 REPO = Path(__file__).resolve().parents[1]
 BENCHMARKS = ["basic_arithmetic", "syllogism", "molar_mass"]
 DOMAINS = {"basic_arithmetic": "math", "syllogism": "logic", "molar_mass": "science"}
+MODEL = "tiny-qwen2"
+WEIGHTS = "results/runs/tiny-qwen2/{run}/model/model.safetensors"
+ITEMS = pd.DataFrame({"prompt_id": ["a", "b"], "response": ["1", "2"], "length": [1, 1], "correct": [1, 0],
+                      "parsed": [True, True]})
 
 
 def study_config():
@@ -30,86 +39,122 @@ def study_config():
     return config
 
 
-ITEMS = pd.DataFrame({"prompt_id": ["a", "b"], "response": ["1", "2"], "length": [1, 1], "correct": [1, 0],
-                      "parsed": [True, True]})
-
-
-def _touch(path: Path, frame: pd.DataFrame | None = None) -> None:
+def _write(path: Path, data: bytes | pd.DataFrame) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    if frame is None:
-        path.write_bytes(b"weights")
+    path.write_bytes(data) if isinstance(data, bytes) else data.to_parquet(path, index=False)
+    return path
+
+
+def _build_run(root: Path, study: Study, run: str, with_scores: bool = True) -> None:
+    """A run's artefacts with provenance records of `study`'s slices (the study it was built under)."""
+    method, seed = layout.parse_run(run)
+    if seed is None:
+        base = root / layout.base_model(MODEL)
+        _write(base / "config.json", b"{}")
+        write_provenance(base / layout.PROVENANCE, study.base_slice(MODEL), [base])
     else:
-        frame.to_parquet(path, index=False)
+        files = [_write(root / layout.run_model(MODEL, run) / "model.safetensors", b"weights").parent,
+                 _write(root / layout.metrics(MODEL, run), pd.DataFrame({"step": [1]}))]
+        write_provenance(root / layout.train_provenance(MODEL, run), study.train_slice(MODEL, method, seed), files)
+    for bench in BENCHMARKS if with_scores else []:
+        score = _write(root / layout.score(MODEL, run, bench), ITEMS)
+        write_provenance(root / layout.score_provenance(MODEL, run, bench), study.score_slice(MODEL, run, bench),
+                         [score])
 
 
 def build_tree(root: Path, config: dict) -> dict:
-    """untrained, baseline seeds 1-2 and softmax seed 1 complete; softmax seed 2 has only its weights. Records for
-    the complete runs plus a method no longer in the matrix; baseline seed 2 was recorded under another config
-    (more steps) and softmax seed 1 with another torch."""
+    """untrained, baseline seeds 1-2 and softmax seed 1 complete; softmax seed 2 has only its weights, no record.
+    baseline seed 2 was trained (and scored) at another learning rate; softmax seed 1's weights were damaged after
+    its record was written, and its records come from another torch. Records also hold a method no longer in the
+    matrix."""
+    current = Study.from_config(config)
+    changed_config = copy.deepcopy(config)
+    changed_config["training"]["learning_rate"] = 0.01
+    changed = Study.from_config(changed_config)
+    for run, built_under in (("untrained", current), ("baseline/seed1", current), ("baseline/seed2", changed),
+                             ("softmax/seed1", current)):
+        _build_run(root, built_under, run)
+    _write(root / WEIGHTS.format(run="softmax/seed1"), b"weigh")  # truncated after its record was written
+    _write(root / WEIGHTS.format(run="softmax/seed2"), b"weights")
     installed = package_versions()
     other_torch = json.dumps({**json.loads(installed), "torch": "0.0.1"}, separators=(",", ":"))
-    changed = copy.deepcopy(config)
-    changed["training"]["steps"] = 30
-    runs = {("untrained", None): (config, installed), ("baseline", 1): (config, installed),
-            ("baseline", 2): (changed, installed), ("softmax", 1): (config, other_torch),
-            ("oldmethod", 1): (config, installed)}
     rows = []
-    for (method, seed), (hashed, versions) in runs.items():
-        run_dir = "untrained" if seed is None else f"{method}/seed{seed}"
-        if seed is not None and method != "oldmethod":
-            _touch(root / f"results/runs/tiny-qwen2/{run_dir}/weights.pt")
-            _touch(root / f"results/runs/tiny-qwen2/{run_dir}/metrics.parquet", pd.DataFrame({"step": [1]}))
+    for run, versions in (("untrained", installed), ("baseline/seed1", installed), ("baseline/seed2", installed),
+                          ("softmax/seed1", other_torch), ("oldmethod/seed1", installed)):
+        method, seed = layout.parse_run(run)
         for bench in BENCHMARKS:
-            _touch(root / f"results/scores/tiny-qwen2/{run_dir}/{bench}.parquet", ITEMS)
-            run_hash = config_hash(hashed, "tiny-qwen2", "baseline" if method == "oldmethod" else method)
-            rows.append(summarise_items(ITEMS, model="tiny-qwen2", method=method, seed=seed, benchmark=bench,
-                                        domain=DOMAINS[bench], steps=3 if seed else 0, config_hash=run_hash,
+            record = root / layout.score_provenance(MODEL, run, bench)
+            recorded = json.loads(record.read_text())["fingerprint"] if record.exists() else "0" * 64
+            rows.append(summarise_items(ITEMS, model=MODEL, method=method, seed=seed, benchmark=bench,
+                                        domain=DOMAINS[bench], steps=3 if seed else 0, fingerprint=recorded,
                                         package_versions=versions))
-    _touch(root / "results/runs/tiny-qwen2/softmax/seed2/weights.pt")
-    _touch(root / "results/records/records.parquet", records_frame(rows))
-    return {"installed": installed, "changed_hash": config_hash(changed, "tiny-qwen2", "baseline")}
+    _write(root / layout.RECORDS, records_frame(rows))
+    return {"installed": installed, "current": current}
 
 
-def check_report(report: dict, installed: str, changed_hash: str, config: dict) -> None:
-    assert report["counts"] == {"complete": 4, "partial": 1, "missing": 0, "cells": 5, "stale": 2,
+def check_report(report: dict, installed: str) -> None:
+    assert report["counts"] == {"complete": 3, "partial": 2, "missing": 0, "cells": 5, "stale": 2, "damaged": 2,
                                 "unmatched_comparisons": 1}
     cells = {cell["run_id"]: cell for cell in report["cells"]}
-    assert list(cells) == ["tiny-qwen2/untrained", "tiny-qwen2/baseline/seed1", "tiny-qwen2/baseline/seed2",
-                           "tiny-qwen2/softmax/seed1", "tiny-qwen2/softmax/seed2"]
-    partial = cells["tiny-qwen2/softmax/seed2"]
-    assert partial["status"] == "partial"
-    assert partial["missing"] == ["metrics"] + [f"score:{b}" for b in BENCHMARKS]
-    assert partial["provenance"] is None and partial["unrecorded_benchmarks"] == BENCHMARKS
-    assert report["comparisons"] == [{"model": "tiny-qwen2", "method": "softmax", "control": "baseline",
-                                      "matched_seeds": [1], "method_only_seeds": [], "control_only_seeds": [2],
+    assert list(cells) == [f"{MODEL}/untrained", f"{MODEL}/baseline/seed1", f"{MODEL}/baseline/seed2",
+                           f"{MODEL}/softmax/seed1", f"{MODEL}/softmax/seed2"]
+    partial = cells[f"{MODEL}/softmax/seed2"]
+    assert partial["status"] == "partial" and partial["records"] is None
+    assert partial["missing"] == [f"score:{b}" for b in BENCHMARKS] and partial["unrecorded_benchmarks"] == BENCHMARKS
+    assert "no provenance record" in partial["damaged"][0]
+    damaged = cells[f"{MODEL}/softmax/seed1"]
+    assert damaged["status"] == "partial"
+    (line,) = damaged["damaged"]
+    assert f"{WEIGHTS.format(run='softmax/seed1')}: sha256 " in line
+    assert line.endswith("results/runs/tiny-qwen2/softmax/seed1/provenance.json (damaged or changed after it was "
+                         "written)")
+    assert damaged["stale"] == ["packages"]
+    assert damaged["records"]["package_changes"] == {"torch": ["0.0.1", json.loads(installed)["torch"]]}
+    stale = cells[f"{MODEL}/baseline/seed2"]
+    assert stale["status"] == "complete" and stale["damaged"] == []
+    assert stale["stale"] == ["score:basic_arithmetic", "score:molar_mass", "score:syllogism", "training", "records"]
+    assert stale["changed_keys"] == {"training.learning_rate": [0.01, 1e-4]}
+    assert report["comparisons"] == [{"model": MODEL, "method": "softmax", "control": "baseline",
+                                      "matched_seeds": [], "method_only_seeds": [], "control_only_seeds": [1, 2],
                                       "matched": False}]
-    assert report["stale_runs"] == ["tiny-qwen2/baseline/seed2", "tiny-qwen2/softmax/seed1"]
-    stale_config = cells["tiny-qwen2/baseline/seed2"]["provenance"]
-    assert stale_config["stale"] == ["config"] and stale_config["recorded_config_hash"] == changed_hash
-    assert stale_config["expected_config_hash"] == config_hash(config, "tiny-qwen2", "baseline")
-    stale_packages = cells["tiny-qwen2/softmax/seed1"]["provenance"]
-    assert stale_packages["stale"] == ["packages"]
-    assert stale_packages["package_changes"] == {"torch": ["0.0.1", json.loads(installed)["torch"]]}
-    fresh = cells["tiny-qwen2/baseline/seed1"]["provenance"]
-    assert fresh["stale"] == [] and fresh["package_changes"] == {}
-    assert report["records_not_in_matrix"] == ["tiny-qwen2/oldmethod/seed1"]
+    assert report["stale_runs"] == [f"{MODEL}/baseline/seed2", f"{MODEL}/softmax/seed1"]
+    fresh = cells[f"{MODEL}/baseline/seed1"]
+    assert fresh["stale"] == [] and fresh["damaged"] == [] and fresh["records"]["fingerprint_mismatch"] == []
+    assert report["records_not_in_matrix"] == [f"{MODEL}/oldmethod/seed1"]
 
 
-def test_audit_reports_cells_unmatched_seeds_and_stale_records(tmp_path):
+def test_audit_reports_cells_unmatched_seeds_stale_and_damaged_artefacts(tmp_path):
     config = study_config()
     facts = build_tree(tmp_path, config)
-    report = audit_study(config, tmp_path, installed=facts["installed"])
-    check_report(report, facts["installed"], facts["changed_hash"], config)
+    report = audit_study(facts["current"].expected_artefacts(), tmp_path, installed=facts["installed"])
+    check_report(report, facts["installed"])
     markdown = render_markdown(report)
-    assert "5 cells (runs and untrained bases): 4 complete, 1 partial, 0 missing; 2 stale; 1 comparison(s)" in markdown
-    assert "| tiny-qwen2 | softmax | baseline | 1 | — | 2 |" in markdown
-    assert f"- tiny-qwen2/baseline/seed2: config_hash {facts['changed_hash']} ≠ current" in markdown
-    assert f"- tiny-qwen2/softmax/seed1: packages torch 0.0.1 → {json.loads(facts['installed'])['torch']}" in markdown
+    assert "5 cells (runs and untrained bases): 3 complete, 2 partial, 0 missing; 2 stale; 2 damaged;" in markdown
+    assert "| tiny-qwen2 | softmax | baseline | — | — | 1, 2 |" in markdown
+    assert (f"- {MODEL}/baseline/seed2: training.learning_rate: 0.01 → 0.0001; built with other settings: "
+            "score:basic_arithmetic, score:molar_mass, score:syllogism, training; records of basic_arithmetic, "
+            "molar_mass, syllogism carry fingerprints other than the current study's") in markdown
+    assert f"- {MODEL}/softmax/seed1: packages torch 0.0.1 → {json.loads(facts['installed'])['torch']}" in markdown
+
+
+def test_records_whose_fingerprint_is_not_the_scores_are_stale(tmp_path):
+    """A records row that does not carry its current score's fingerprint (e.g. a table built before a rescoring,
+    or edited by hand) is named, with the benchmarks."""
+    config = study_config()
+    facts = build_tree(tmp_path, config)
+    records = pd.read_parquet(tmp_path / layout.RECORDS)
+    records.loc[(records["run_id"] == f"{MODEL}/baseline/seed1") & (records["benchmark"] == "syllogism"),
+                "fingerprint"] = fingerprint({"tampered": True})
+    records.to_parquet(tmp_path / layout.RECORDS, index=False)
+    cell = next(c for c in audit_study(facts["current"].expected_artefacts(), tmp_path,
+                                       installed=facts["installed"])["cells"]
+                if c["run_id"] == f"{MODEL}/baseline/seed1")
+    assert cell["stale"] == ["records"] and cell["records"]["fingerprint_mismatch"] == ["syllogism"]
 
 
 def test_audit_of_an_empty_tree_lists_every_cell_as_missing(tmp_path):
-    report = audit_study(study_config(), tmp_path)
-    assert report["counts"] == {"complete": 0, "partial": 0, "missing": 5, "cells": 5, "stale": 0,
+    report = audit_study(Study.from_config(study_config()).expected_artefacts(), tmp_path)
+    assert report["counts"] == {"complete": 0, "partial": 0, "missing": 5, "cells": 5, "stale": 0, "damaged": 0,
                                 "unmatched_comparisons": 0}
     assert report["records_file"] is None and report["stale_runs"] == []
 
@@ -130,5 +175,5 @@ def test_snakemake_audit_target_writes_the_report_without_training(tmp_path):
     assert sorted(set(after) - set(before)) == [Path("results/audit"), Path("results/audit/audit.json"),
                                                 Path("results/audit/audit.md")]
     report = json.loads((tmp_path / "results/audit/audit.json").read_text())
-    check_report(report, facts["installed"], facts["changed_hash"], config)
+    check_report(report, facts["installed"])
     assert (tmp_path / "results/audit/audit.md").read_text() == render_markdown(report)

@@ -103,9 +103,9 @@ def test_the_registry_checks_ranges_and_constraints_from_the_catalogue():
     build_mixture("reward_gap", ["logic", "math"], {"min_prob": 0.5})  # 0.5 × 2 = 1: every domain at its floor
 
 
-def test_importing_the_config_module_and_the_catalogue_does_not_import_torch():
-    code = ("import sys, dataflex_rl.policies.catalogue, dataflex_rl.config, dataflex_rl.config_checks; "
-            "print('torch' in sys.modules)")
+def test_the_modules_a_dry_run_imports_do_not_import_torch():
+    code = ("import sys, dataflex_rl.policies.catalogue, dataflex_rl.study, dataflex_rl.layout, dataflex_rl.plan, "
+            "dataflex_rl.config_checks, dataflex_rl.provenance; print('torch' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
 

@@ -102,7 +102,7 @@ def test_released_long_training_and_constrained_tables():
 
 
 def test_tables_refuse_unmatched_seeds_unless_the_pairing_says_otherwise(tmp_path):
-    from dataflex_rl.records import UNTRAINED
+    from dataflex_rl.layout import UNTRAINED
     from dataflex_rl.report.regenerate import regenerate
     from dataflex_rl.stats.paired import UnmatchedSeedsError
     from dataflex_rl.stats.simulate import simulate_records

@@ -41,7 +41,7 @@ def test_a_verifier_accepting_wrong_answers_stops_the_dag_before_training(tmp_pa
     workdir = tmp_path / "work"
     result = subprocess.run(
         [*SNAKEMAKE, "--cores", "2", "--keep-going", "--configfile", str(_config(tmp_path)), "--directory", str(workdir),
-         "results/runs/tiny-qwen2/baseline/seed1/weights.pt"],
+         "results/runs/tiny-qwen2/baseline/seed1/model"],
         capture_output=True, text=True,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(plant), os.environ.get("PYTHONPATH")]))})
     assert result.returncode != 0
@@ -63,7 +63,7 @@ def _untrained_scores(workdir, parsed):
 def test_the_parse_gate_stands_between_the_base_model_and_training(tmp_path):
     config = _config(tmp_path, min_base_parse_rate=0.5)
     plan = subprocess.run([*SNAKEMAKE, "-n", "--cores", "1", "--configfile", str(config), "--directory",
-                           str(tmp_path / "plan"), "results/runs/tiny-qwen2/baseline/seed1/weights.pt"],
+                           str(tmp_path / "plan"), "results/runs/tiny-qwen2/baseline/seed1/model"],
                           capture_output=True, text=True)
     assert plan.returncode == 0, plan.stderr[-2000:]
     assert "rule parse_gate:" in plan.stdout and "rule train:" in plan.stdout

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from dataflex_rl.backends.embedded.trainer import EmbeddedGRPOTrainer
-from dataflex_rl.backends.embedded.warmup import WarmupSettings
-from dataflex_rl.config import MethodSpec
+from dataflex_rl.backends.embedded.settings import WarmupSettings
+from dataflex_rl.methods import MethodSpec
 from dataflex_rl.recipe import GRPOSettings
 
 from tiny_base import TEMPLATE, tiny_base
@@ -90,8 +90,8 @@ def test_nan_loss_checkpoints_the_state_before_the_step_and_a_clean_rerun_resume
 
     # rewritten by the guard, yet exactly the state after step 3: weights, optimiser, RNGs, stream, mixture, metrics
     after = torch.load(state / "checkpoint.pt", weights_only=False)
-    assert after["step"] == 3 and (after["settings"]["steps"], before["settings"]["steps"]) == (5, 3)
-    assert_same(*({key: value for key, value in c.items() if key != "settings"} for c in (after, before)))
+    assert after["step"] == 3
+    assert_same(after, before)
     assert_resumes_to(straight, workspace, state)
 
 

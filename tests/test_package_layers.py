@@ -7,8 +7,6 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "dataflex_rl"
-# The backend seam is redesigned elsewhere; until then backends -> evaluate -> backends.embedded is the known cycle.
-KNOWN_CYCLES = [("backends", "evaluate")]
 
 
 def _unit(path: Path) -> str:
@@ -76,8 +74,8 @@ def test_the_import_reader_resolves_relative_and_lazy_imports(tmp_path):
         "dataflex_rl.one", "dataflex_rl.one.sibling", "dataflex_rl.two.x", "dataflex_rl.two.x.y", "dataflex_rl.three"}
 
 
-def test_no_package_import_cycle_but_the_known_backend_one():
-    assert package_cycles() == KNOWN_CYCLES
+def test_no_package_import_cycle():
+    assert package_cycles() == []
 
 
 if __name__ == "__main__":

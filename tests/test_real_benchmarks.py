@@ -286,8 +286,8 @@ def test_scoring_renders_real_items_with_their_template_and_reports_parse_failur
     """The real embedded scorer on every fixture: a barely trained model's short responses state no answer, and the
     records say so (parsed False) instead of hiding them among wrong answers."""
     from dataflex_rl.backends.embedded.base_model import build_base_model
-    from dataflex_rl.backends.embedded.model import ModelShape, load_model
-    from dataflex_rl.backends.embedded.warmup import WarmupSettings
+    from dataflex_rl.backends.embedded.generation import EmbeddedGenerator
+    from dataflex_rl.backends.embedded.settings import ModelShape, WarmupSettings
     from dataflex_rl.evaluate.scoring import score_items
     from dataflex_rl.tasks.corpus import build_corpus
 
@@ -297,9 +297,8 @@ def test_scoring_renders_real_items_with_their_template_and_reports_parse_failur
                        num_key_value_heads=1, vocab_size=384)
     build_base_model(tmp_path / "corpus.parquet", tmp_path / "base", shape, WarmupSettings(steps=1, batch_size=4),
                      "{question}\nAnswer:", progress=False)
-    model, tokenizer = load_model(tmp_path / "base")
     items = pd.concat([_items(name) for name in NAMES], ignore_index=True)
-    scores = score_items(model, tokenizer, items, "{question}\nAnswer:", max_new_tokens=3)
+    scores = score_items(EmbeddedGenerator.load(tmp_path / "base"), items, "{question}\nAnswer:", max_new_tokens=3)
     assert scores["prompt_id"].tolist() == items["id"].tolist()
     verdicts = [get_verifier(i["answer_format"])(r, i) for i, r in zip(items.to_dict("records"), scores["response"])]
     assert scores["parsed"].tolist() == [v.parsed for v in verdicts]

@@ -16,7 +16,7 @@ def test_summarise_items_counts():
     assert row == {"model": "tiny", "method": "difffilter", "seed": 3, "run_id": "tiny/difffilter/seed3",
                    "benchmark": "gsm8k", "domain": "math", "n": 4, "correct": 3, "score": 0.75,
                    "counts_inferred": False, "mean_length": 25.0, "mean_chars": 1.5, "parse_rate": 0.75,
-                   "parse_flagged": None, "steps": 300, "config_hash": None, "package_versions": None}
+                   "parse_flagged": None, "steps": 300, "fingerprint": None, "package_versions": None}
     assert set(row) == set(RECORD_COLUMNS)
 
 

@@ -2,8 +2,8 @@
 import pandas as pd
 import pytest
 
-from dataflex_rl.backends.embedded.model import load_model
-from dataflex_rl.backends.embedded.warmup import WarmupSettings
+from dataflex_rl.backends.embedded.generation import EmbeddedGenerator
+from dataflex_rl.backends.embedded.settings import WarmupSettings
 from dataflex_rl.evaluate.scoring import score_items
 from dataflex_rl.tasks.corpus import benchmark_items
 
@@ -14,11 +14,11 @@ from tiny_base import TEMPLATE, tiny_base
 def scored(tmp_path_factory):
     root = tmp_path_factory.mktemp("scoring")
     tiny_base(root, WarmupSettings(steps=20, batch_size=16, learning_rate=1e-2), items_per_domain=20)
-    model, tokenizer = load_model(root / "base")
+    generator = EmbeddedGenerator.load(root / "base")
     items = pd.concat([benchmark_items(name, n_items=8, seed=1000) for name in ("basic_arithmetic", "kinematics")])
 
     def score(**decoding):
-        return score_items(model, tokenizer, items, TEMPLATE, max_new_tokens=6, batch_size=4, **decoding)
+        return score_items(generator, items, TEMPLATE, max_new_tokens=6, batch_size=4, **decoding)
 
     return score
 

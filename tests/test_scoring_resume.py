@@ -1,14 +1,18 @@
 """A retried scoring job reuses the benchmarks an earlier attempt finished, and never a shard of other inputs.
 
-Snakemake deletes every declared output of a failed job; the finished benchmarks survive as shards in `.state/`.
+Snakemake deletes every declared output of a failed job; the finished benchmarks survive as shards in `.state/`,
+under the state key of their settings and inputs. The job is the real one (dataflex_rl.jobs.score_run), on real
+weights with their provenance records.
 """
 import pandas as pd
 import pytest
 import torch
 
-from dataflex_rl.backends.embedded.model import load_model
-from dataflex_rl.backends.embedded.warmup import WarmupSettings
-from dataflex_rl.evaluate.scoring import score_embedded
+from dataflex_rl.backends.embedded.model import load_model, save_model
+from dataflex_rl.backends.embedded.settings import WarmupSettings
+from dataflex_rl.jobs import score_run
+from dataflex_rl.layout import PROVENANCE
+from dataflex_rl.provenance import write_provenance
 from dataflex_rl.tasks.corpus import benchmark_items
 
 from tiny_base import TEMPLATE, tiny_base
@@ -21,11 +25,12 @@ MARKER = "written into the shard by the test"
 def workspace(tmp_path_factory):
     root = tmp_path_factory.mktemp("scoring")
     tiny_base(root, WarmupSettings(steps=20, batch_size=16, learning_rate=1e-2), items_per_domain=20)
-    model, _ = load_model(root / "base")
-    for index in (1, 2):  # two runs' weights: the base model with one bias shifted
-        weights = model.state_dict()
-        weights["model.layers.0.self_attn.q_proj.bias"] = weights["model.layers.0.self_attn.q_proj.bias"] + index
-        torch.save(weights, root / f"weights{index}.pt")
+    for index in (1, 2):  # two runs' final models: the base model with one bias shifted
+        model, tokenizer = load_model(root / "base")
+        with torch.no_grad():
+            model.model.layers[0].self_attn.q_proj.bias.add_(index)
+        save_model(model, tokenizer, root / f"model{index}")
+        write_provenance(root / f"model{index}.{PROVENANCE}", {"seed": index}, [root / f"model{index}"])
     for name in BENCHMARKS:
         items = benchmark_items(name, n_items=6, seed=1000)
         items.to_parquet(root / f"{name}.parquet")
@@ -38,8 +43,12 @@ def score(root, out, weights: int, items: dict | None = None) -> list:
     """Score every benchmark into `out`; `items` replaces some benchmarks' item files ({name: path})."""
     outputs = [out / f"{name}.parquet" for name in BENCHMARKS]
     items = {name: root / f"{name}.parquet" for name in BENCHMARKS} | (items or {})
-    score_embedded(root / "base", root / f"weights{weights}.pt", [items[name] for name in BENCHMARKS], outputs,
-                   TEMPLATE, max_new_tokens=4, batch_size=4)
+    job = {"model": {"backend": "embedded"}, "template": TEMPLATE,
+           "evaluation": {"max_new_tokens": 4, "batch_size": 4, "temperature": 0.0}}
+    score_run(job, [{"seed": weights, "benchmark": name} for name in BENCHMARKS], model_dir=root / f"model{weights}",
+              model_provenance=root / f"model{weights}.{PROVENANCE}",
+              items=[items[name] for name in BENCHMARKS], outputs=outputs,
+              provenance=[out / f"{name}.{PROVENANCE}" for name in BENCHMARKS])
     return outputs
 
 

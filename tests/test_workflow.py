@@ -1,14 +1,22 @@
 """The Snakemake DAG itself: the paper matrix dry run, config refusal, and one small real end-to-end run."""
+import copy
 import json
+import os
 import re
-import shutil
-from importlib import metadata
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
+from importlib import metadata
 from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
+
+from dataflex_rl import layout
+from dataflex_rl.plan import planned_jobs
+from dataflex_rl.provenance import fingerprint
+from dataflex_rl.study import Study
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
@@ -34,37 +42,193 @@ def test_paper_matrix_dry_run_without_slurm_shows_156_training_jobs():
     assert counts["score"] == (13 * 12 + 1) * 12  # one job per (run, benchmark), the untrained base included
     assert counts["calibrate"] == 12 and counts["records"] == 1
     assert "13 method(s) × 12 seed(s) = 156 training runs" in result.stderr
+    # the dry-run summary's job plan (dataflex_rl.plan) is the one Snakemake makes
+    study = Study.from_config(yaml.safe_load((REPO / "config/paper.yaml").read_text()))
+    assert {rule: n for rule, n in planned_jobs(study).items() if n} == {
+        rule: n for rule, n in counts.items() if rule not in ("all", "total")}
 
 
 # Bad configs: tests/test_bad_configs.py (each refusal through the real `snakemake -n`).
 
 
-@pytest.mark.slow
-def test_smoke_study_runs_end_to_end_and_reruns_only_what_changed(tmp_path):
-    config = str(REPO / "config/smoke.yaml")
-    snakemake("--cores", "2", "--configfile", config, "--directory", str(tmp_path), "--quiet")
+def test_the_workflow_passes_snakemakes_lint_and_snakefmt():
+    lint = snakemake("--lint")
+    assert "Congratulations, your workflow is in a good condition!" in lint.stdout + lint.stderr
+    files = [str(REPO / "Snakefile"), *map(str, sorted((REPO / "rules").glob("*.smk")))]
+    formatted = subprocess.run([sys.executable, "-m", "snakefmt", "--check", *files], capture_output=True, text=True)
+    assert formatted.returncode == 0, formatted.stderr[-3000:]
 
-    records = pd.read_parquet(tmp_path / "results/records/records.parquet")
+
+SMOKE = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
+AFTER_TRAIN = {"records": 1, "tables": 1, "training_curves": 1, "all": 1}  # downstream of retrained runs
+AFTER_BASE = {"base_model": 1, "train": 8, "score": 9, "parse_gate": 1, **AFTER_TRAIN}  # downstream of a new base
+# What a change of one setting replans on the finished smoke study (4 methods × 2 seeds, 12 benchmarks, one scoring
+# job per run): the README's table. Result-neutral settings replan nothing.
+REPLANNED = {
+    **{f"training.{key}": value for key, value in (
+        ("steps", 4), ("prompts_per_step", 5), ("rollouts", 4), ("max_new_tokens", 5), ("learning_rate", 3e-4),
+        ("kl_coef", 0.01), ("kl_kind", "k1"), ("clip_low", 0.3), ("clip_high", 0.3), ("temperature", 0.9),
+        ("grad_clip", 0.5))},
+    "methods.difffilter.params.low": 0.1,
+    "prompt_template": "Q: {question}\nAnswer:",
+    "evaluation.max_new_tokens": 5, "evaluation.batch_size": 7, "evaluation.min_parse_rate": 0.1,
+    "evaluation.seed": 5, "decontamination.threshold": 0.7, "corpus.items_per_domain": 50, "corpus.seed": 2,
+    "models.tiny-qwen2.shape.hidden_size": 48, "models.tiny-qwen2.warmup.steps": 4, "benchmarks.items": 9,
+    "benchmarks.seed": 1001, "stats.confidence": 0.9, "stats.curve_window": 3, "training.checkpoint_every": 1,
+    "calibration.max_items": 5, "calibration.min_base_parse_rate": 0.01,
+}
+EXPECTED = {
+    **{f"training.{key}": {"train": 8, "score": 8, **AFTER_TRAIN} for key in (
+        "steps", "prompts_per_step", "rollouts", "max_new_tokens", "learning_rate", "kl_coef", "kl_kind",
+        "clip_low", "clip_high", "temperature", "grad_clip")},
+    "methods.difffilter.params.low": {"train": 2, "score": 2, **AFTER_TRAIN},
+    "methods.softmax.policy": {"train": 2, "score": 2, **AFTER_TRAIN},
+    "prompt_template": AFTER_BASE,
+    "evaluation.max_new_tokens": {"score": 9, "parse_gate": 1, "records": 1, "tables": 1, "all": 1},
+    "evaluation.batch_size": {"score": 9, "parse_gate": 1, "records": 1, "tables": 1, "all": 1},
+    "evaluation.min_parse_rate": {"records": 1, "tables": 1, "all": 1},
+    "evaluation.seed": {},  # greedy decoding draws nothing
+    "decontamination.threshold": {"decontaminate": 1, **AFTER_BASE},
+    "corpus.items_per_domain": {"corpus": 1, "decontaminate": 1, **AFTER_BASE},
+    "corpus.seed": {"corpus": 1, "decontaminate": 1, **AFTER_BASE},
+    "models.tiny-qwen2.shape.hidden_size": AFTER_BASE,
+    "models.tiny-qwen2.warmup.steps": AFTER_BASE,
+    "benchmarks.items": {"benchmark_items": 12, "calibrate": 12, "decontaminate": 1, **AFTER_BASE},
+    "benchmarks.seed": {"benchmark_items": 12, "calibrate": 12, "decontaminate": 1, **AFTER_BASE},
+    "seeds": {"train": 4, "score": 4, **AFTER_TRAIN},
+    "stats.confidence": {"tables": 1, "all": 1},
+    "stats.curve_window": {"training_curves": 1, "all": 1},
+    "training.checkpoint_every": {},  # a resumed run is bit-identical
+    "calibration.max_items": {"calibrate": 12, "all": 1},  # a gate: it reruns, nothing downstream does
+    "calibration.min_base_parse_rate": {"parse_gate": 1, "all": 1},
+    # two changes in one edit: a rerun gate must not hide the other change from Snakemake's rerun checks
+    "calibration.max_items+training.learning_rate": {"calibrate": 12, "train": 8, "score": 8, **AFTER_TRAIN},
+    "calibration.min_base_parse_rate+evaluation.batch_size": {"score": 9, "parse_gate": 1, "records": 1, "tables": 1,
+                                                              "all": 1},
+}
+
+
+def changed_config(key: str) -> dict:
+    """The smoke config with one setting changed (or several, joined by '+'); a policy change takes the new policy's
+    default parameters, and `seeds` gains a third seed."""
+    config = copy.deepcopy(SMOKE)
+    if "+" in key:
+        for part in key.split("+"):
+            config = _merged(config, changed_config(part), part)
+        return config
+    if key == "methods.softmax.policy":
+        config["methods"]["softmax"] = {"policy": "ar", "control": "baseline"}
+    elif key == "seeds":
+        config["seeds"] = [1, 2, 3]
+    else:
+        *parents, leaf = key.split(".")
+        section = config
+        for parent in parents:
+            section = section.setdefault(parent, {})
+        section[leaf] = REPLANNED[key]
+    return config
+
+
+def _merged(config: dict, changed: dict, key: str) -> dict:
+    """`config` with the one setting `key` taken from `changed`."""
+    *parents, leaf = key.split(".")
+    target, source = config, changed
+    for parent in parents:
+        target, source = target.setdefault(parent, {}), source[parent]
+    target[leaf] = source[leaf]
+    return config
+
+
+def planned(config: dict, workdir: Path, name: str) -> dict[str, int]:
+    path = workdir / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = snakemake("-n", "--nolock", "--configfile", str(path), "--directory", str(workdir))
+    output = result.stdout + result.stderr
+    return {} if "Nothing to be done" in output else {k: v for k, v in job_counts(output).items() if k != "total"}
+
+
+@pytest.fixture(scope="module")
+def smoke_tree(tmp_path_factory):
+    """The smoke study, run once for the tests below (the last one changes it)."""
+    root = tmp_path_factory.mktemp("smoke")
+    snakemake("--cores", "2", "--configfile", str(REPO / "config/smoke.yaml"), "--directory", str(root), "--quiet")
+    return root
+
+
+@pytest.mark.slow
+def test_smoke_study_runs_end_to_end(smoke_tree):
+    records = pd.read_parquet(smoke_tree / "results/records/records.parquet")
     assert len(records) == (4 * 2 + 1) * 12  # (methods × seeds + untrained) × benchmarks
     assert records["n"].eq(8).all()
-    tables = tmp_path / "results/tables/smoke"
+    tables = smoke_tree / "results/tables/smoke"
     headroom = pd.read_csv(tables / "headroom.csv")
     assert headroom.loc[0, "n_seeds"] == 2
     comparisons = pd.read_csv(tables / "comparisons.csv")
     assert sorted(comparisons.loc[comparisons["metric"] == "DB-12", "method"]) == ["difffilter", "softmax", "static"]
     assert (tables / "figures/forest_DB.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (tables / "figures/training_curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert records["config_hash"].str.fullmatch(r"[0-9a-f]{64}").all()
-    assert records.groupby("method")["config_hash"].nunique().eq(1).all() and records["config_hash"].nunique() == 5
+    study = Study.from_config(SMOKE)
+    for row in records.itertuples():  # each row carries the fingerprint its score was built with
+        record = json.loads((smoke_tree / layout.score_provenance(row.model, row.run_id.split("/", 1)[1],
+                                                                 row.benchmark)).read_text())
+        assert row.fingerprint == record["fingerprint"] == fingerprint(
+            study.score_slice(row.model, row.run_id.split("/", 1)[1], row.benchmark))
     assert json.loads(records.loc[0, "package_versions"])["dataflex-rl"] == metadata.version("dataflex-rl")
-    metrics = pd.read_parquet(tmp_path / "results/runs/tiny-qwen2/static/seed1/metrics.parquet")
+    metrics = pd.read_parquet(smoke_tree / "results/runs/tiny-qwen2/static/seed1/metrics.parquet")
     assert len(metrics) == 3 and {"p:math", "kept_fraction"} <= set(metrics.columns)
+    assert planned(SMOKE, smoke_tree, "unchanged") == {}
 
-    again = snakemake("-n", "--configfile", config, "--directory", str(tmp_path))
-    assert "Nothing to be done" in again.stdout + again.stderr
+    report = snakemake("--report", "report.html", "--configfile", str(REPO / "config/smoke.yaml"), "--directory",
+                       str(smoke_tree))
+    html = (smoke_tree / "report.html").read_text()
+    assert "forest_DB.png" in html and "training_curves.png" in html and "comparisons.csv" in html, report.stderr
 
-    shutil.rmtree(tmp_path / "results/runs/tiny-qwen2/softmax/seed2")
-    plan = snakemake("-n", "--configfile", config, "--directory", str(tmp_path))
-    counts = job_counts(plan.stdout + plan.stderr)
-    assert counts == {"train": 1, "score": 1, "records": 1, "tables": 1, "training_curves": 1, "all": 1,
-                      "total": 6}
+
+@pytest.mark.slow
+def test_a_changed_setting_replans_exactly_the_jobs_it_changes(smoke_tree):
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        got = dict(zip(EXPECTED, pool.map(lambda key: planned(changed_config(key), smoke_tree, key), EXPECTED)))
+    assert got == EXPECTED
+
+
+@pytest.mark.slow
+def test_a_changed_setting_retrains_and_the_audit_names_what_predates_it(smoke_tree):
+    """The defect of a rerun that kept old weights under a new config: a learning-rate change now replans every
+    training; forcing one run retrains it afresh (its resumable state is keyed by its settings); with the rest not
+    retrained, the audit names each stale run and the key that changed; a damaged weights file is found, named, and
+    refused by the job that would use it."""
+    config = changed_config("training.learning_rate")
+    lr = smoke_tree / "lr.yaml"
+    lr.write_text(yaml.safe_dump(config))
+    run = "tiny-qwen2/softmax/seed1"
+    forced = snakemake("--cores", "2", "--configfile", str(lr), "--directory", str(smoke_tree), "-f",
+                       f"results/runs/{run}/model", "--allowed-rules", "train")
+    assert "resuming" not in (smoke_tree / f"logs/train/{run}.log").read_text()
+    assert len(list((smoke_tree / f"results/runs/{run}/state").iterdir())) == 2  # the old state is kept, not used
+    assert job_counts(forced.stdout + forced.stderr)["train"] == 1
+
+    snakemake("audit", "--cores", "1", "--configfile", str(lr), "--directory", str(smoke_tree))
+    report = json.loads((smoke_tree / "results/audit/audit.json").read_text())
+    stale = {cell["run_id"]: cell for cell in report["cells"] if cell["stale"]}
+    assert sorted(stale) == sorted(f"tiny-qwen2/{m}/seed{s}" for m in SMOKE["methods"] for s in (1, 2))
+    for run_id, cell in stale.items():
+        assert cell["changed_keys"] == {"training.learning_rate": [0.0001, 0.0003]}, run_id
+        assert ("training" in cell["stale"]) == (run_id != run)  # the forced run is retrained, not yet rescored
+    markdown = (smoke_tree / "results/audit/audit.md").read_text()
+    assert "- tiny-qwen2/baseline/seed1: training.learning_rate: 0.0001 → 0.0003" in markdown
+
+    weights = smoke_tree / "results/runs/tiny-qwen2/baseline/seed2/model/model.safetensors"
+    stat = weights.stat()
+    with open(weights, "r+b") as handle:
+        handle.truncate(stat.st_size // 2)
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # nothing but the bytes tells
+    snakemake("audit", "--cores", "1", "--configfile", str(REPO / "config/smoke.yaml"), "--directory",
+              str(smoke_tree))
+    report = json.loads((smoke_tree / "results/audit/audit.json").read_text())
+    assert report["damaged_runs"] == ["tiny-qwen2/baseline/seed2"]
+    rescore = snakemake("--cores", "1", "--configfile", str(REPO / "config/smoke.yaml"), "--directory",
+                        str(smoke_tree), "-f", "results/scores/tiny-qwen2/baseline/seed2/gcd.parquet", check=False)
+    assert rescore.returncode != 0
+    log = (smoke_tree / "logs/scores/tiny-qwen2/baseline/seed2/all.log").read_text()
+    assert "DamagedArtefactError: damaged input artefact:" in log
+    assert "results/runs/tiny-qwen2/baseline/seed2/model/model.safetensors: sha256" in log

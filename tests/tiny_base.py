@@ -5,8 +5,7 @@ import pandas as pd
 import torch
 
 from dataflex_rl.backends.embedded.base_model import build_base_model
-from dataflex_rl.backends.embedded.model import ModelShape
-from dataflex_rl.backends.embedded.warmup import WarmupSettings
+from dataflex_rl.backends.embedded.settings import ModelShape, WarmupSettings
 from dataflex_rl.tasks.corpus import build_corpus
 
 TEMPLATE = "{question}\nAnswer:"

@@ -2,4 +2,4 @@ from dataflex_rl.audit import audit_study, write_audit
 from dataflex_rl.job_log import job_log
 
 with job_log(snakemake.log[0]):
-    write_audit(audit_study(snakemake.config), snakemake.params.json, snakemake.params.md)
+    write_audit(audit_study(snakemake.params.expected), snakemake.params.json, snakemake.params.md)

@@ -1,14 +1,14 @@
-from dataflex_rl.backends import score_run
+from dataflex_rl.jobs import score_run
 from dataflex_rl.job_log import job_log
 
 with job_log(snakemake.log[0]):
     score_run(
-        snakemake.params.model_config,
-        base=snakemake.input.base,
-        weights=snakemake.input.weights or None,
+        snakemake.params.job,
+        snakemake.params.settings,
+        model_dir=snakemake.input.model or None,
+        model_provenance=snakemake.params.model_provenance,
         items=list(snakemake.input.benchmark_items),
-        outputs=list(snakemake.output),
-        template=snakemake.params.template,
-        evaluation=snakemake.params.evaluation,
+        outputs=list(snakemake.output.scores),
+        provenance=list(snakemake.output.provenance),
         threads=snakemake.threads,
     )

@@ -1,19 +1,16 @@
-from dataflex_rl.backends import train_run
-from dataflex_rl.config import grpo_settings, method_spec
+from dataflex_rl.jobs import train_run
 from dataflex_rl.job_log import job_log
 
 with job_log(snakemake.log[0]):
-    w = snakemake.wildcards
     train_run(
-        snakemake.params.model_config,
-        base=snakemake.input.base,
+        snakemake.params.job,
+        snakemake.params.settings,
+        base=snakemake.input.base or None,
         corpus=snakemake.input.corpus,
-        method=method_spec(snakemake.config, w.method),
-        seed=int(w.seed),
-        settings=grpo_settings(snakemake.config),
-        template=snakemake.params.template,
-        out_weights=snakemake.output.weights,
+        checkpoint_every=snakemake.params.checkpoint_every,
+        out_model=snakemake.output.model,
         out_metrics=snakemake.output.metrics,
+        out_provenance=snakemake.output.provenance,
         state_dir=snakemake.params.state_dir,
         threads=snakemake.threads,
     )

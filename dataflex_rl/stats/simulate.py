@@ -10,8 +10,9 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from dataflex_rl.records import RECORD_COLUMNS, UNTRAINED, run_id
 from dataflex_rl.benchmarks.registry import PAPER_BENCHMARKS, get_benchmark
+from dataflex_rl.layout import UNTRAINED, run_id
+from dataflex_rl.records import RECORD_COLUMNS
 
 
 def simulate_records(models: Sequence[str], methods: Sequence[str], seeds: Sequence[int], *,
@@ -39,7 +40,7 @@ def simulate_records(models: Sequence[str], methods: Sequence[str], seeds: Seque
                     "benchmark": bench, "domain": get_benchmark(bench).domain, "n": n, "correct": correct,
                     "score": correct / n, "counts_inferred": False,
                     "mean_length": length, "mean_chars": 3.6 * length, "parse_rate": 1.0, "parse_flagged": False,
-                    "steps": 0 if seed is None else 300, "config_hash": None, "package_versions": None,
+                    "steps": 0 if seed is None else 300, "fingerprint": None, "package_versions": None,
                 })
     frame = pd.DataFrame(rows, columns=list(RECORD_COLUMNS))
     return frame.astype({"seed": "Int64", "steps": "Int64", "n": "int64", "correct": "int64",

@@ -2,31 +2,26 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 
 import pandas as pd
 import torch
 
-from dataflex_rl.backends.embedded.model import ModelShape, build_model, save_model, train_tokenizer
-from dataflex_rl.backends.embedded.warmup import WarmupSettings, supervised_warmup
+from dataflex_rl.backends.embedded.model import build_model, save_model, train_tokenizer
+from dataflex_rl.backends.embedded.settings import ModelShape, WarmupSettings
+from dataflex_rl.backends.embedded.warmup import supervised_warmup
 from dataflex_rl.tasks.prompting import render_prompt, render_target
 
 
 def build_base_model(corpus_path, out_dir, shape: ModelShape, warmup: WarmupSettings, template: str,
                      threads: int = 1, progress: bool = True) -> None:
-    """Write the base model directory atomically (built in a sibling temporary directory, then renamed)."""
+    """Write the base model into `out_dir` (the job makes it appear atomically: dataflex_rl.jobs)."""
     torch.set_num_threads(threads)
     corpus = pd.read_parquet(corpus_path)
     texts = [render_prompt(q, template) + render_target(a) for q, a in zip(corpus["prompt"], corpus["answer"])]
     tokenizer = train_tokenizer(texts, shape.vocab_size)
     model = build_model(shape, tokenizer, warmup.seed)
     losses = supervised_warmup(model, tokenizer, corpus, warmup, template, progress=progress)
-    out_dir = Path(out_dir)
-    tmp = out_dir.with_name(f".{out_dir.name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    save_model(model, tokenizer, tmp)
-    (tmp / "warmup_loss.json").write_text(json.dumps({"first": losses[0], "last": losses[-1], "steps": len(losses)}))
-    shutil.rmtree(out_dir, ignore_errors=True)
-    os.replace(tmp, out_dir)
+    save_model(model, tokenizer, out_dir)
+    (Path(out_dir) / "warmup_loss.json").write_text(json.dumps({"first": losses[0], "last": losses[-1],
+                                                                "steps": len(losses)}))

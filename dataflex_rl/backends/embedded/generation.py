@@ -64,3 +64,37 @@ def decode(model, prompts: list[list[int]], *, max_new_tokens: int, eos_id: int,
 def response_texts(tokenizer, generated: Generated) -> list[str]:
     return [tokenizer.decode(ids[mask.bool()].tolist(), skip_special_tokens=True)
             for ids, mask in zip(generated.response_ids, generated.response_mask)]
+
+
+class EmbeddedGenerator:
+    """The embedded backend's scorer side (dataflex_rl.backends.base.Generator): a loaded model that answers rendered
+    prompts in batches of similar length (little padding), greedy or sampled from one seeded generator."""
+
+    def __init__(self, model, tokenizer):
+        self.model, self.tokenizer = model, tokenizer
+
+    @classmethod
+    def load(cls, model_dir, threads: int = 1) -> "EmbeddedGenerator":
+        """A model directory: a base, or a trained run's final model."""
+        from dataflex_rl.backends.embedded.model import load_model
+
+        torch.set_num_threads(threads)
+        return cls(*load_model(model_dir))
+
+    def generate(self, prompts, *, max_new_tokens: int, batch_size: int, temperature: float,
+                 seed: int) -> list[tuple[str, int]]:
+        from dataflex_rl.backends.embedded.sequences import encode_prompts
+
+        generator = None if temperature == 0 else torch.Generator().manual_seed(seed)
+        encoded = encode_prompts(self.tokenizer, list(prompts))
+        order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
+        answers: dict[int, tuple[str, int]] = {}
+        for start in range(0, len(order), batch_size):
+            chunk = order[start : start + batch_size]
+            generated = decode(self.model, [encoded[i] for i in chunk], max_new_tokens=max_new_tokens,
+                               eos_id=self.tokenizer.eos_token_id, pad_id=self.tokenizer.pad_token_id,
+                               generator=generator, temperature=temperature or 1.0)
+            lengths = generated.response_mask.sum(-1).tolist()
+            for index, text, length in zip(chunk, response_texts(self.tokenizer, generated), lengths):
+                answers[index] = (text, int(length))
+        return [answers[i] for i in range(len(encoded))]

@@ -4,26 +4,16 @@ No hub access exists, so both are built from scratch, deterministically from the
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
+from dataflex_rl.backends.embedded.settings import ModelShape
+
 EOS = "<|endoftext|>"
 PAD = "<|pad|>"
-
-
-@dataclass(frozen=True)
-class ModelShape:
-    hidden_size: int = 128
-    intermediate_size: int = 512
-    num_hidden_layers: int = 4
-    num_attention_heads: int = 4
-    num_key_value_heads: int = 2
-    max_position_embeddings: int = 512
-    vocab_size: int = 512
 
 
 def train_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFast:

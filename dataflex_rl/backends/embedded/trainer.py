@@ -15,11 +15,8 @@ from __future__ import annotations
 
 import copy
 import glob
-import hashlib
-import json
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
@@ -27,15 +24,14 @@ import torch
 from tqdm import tqdm
 
 from dataflex_rl import grpo
-from dataflex_rl.config import MethodSpec
 from dataflex_rl.faults import FaultPlan
 from dataflex_rl.recipe import GRPOSettings
-from dataflex_rl.atomic import atomic_path, remove_partial_writes, write_parquet
+from dataflex_rl.atomic import atomic_directory, atomic_path, remove_partial_writes, write_parquet
 from dataflex_rl.backends.embedded.generation import decode, response_texts
 from dataflex_rl.backends.embedded.model import load_model
 from dataflex_rl.backends.embedded.sequences import encode_prompts, response_logprobs
-from dataflex_rl.policies import GroupBatch, build_mixture, build_response_policy
-from dataflex_rl.prompt_stream import PromptStream
+from dataflex_rl.policy_driver import PolicyDriver
+from dataflex_rl.methods import MethodSpec
 from dataflex_rl.tasks.prompting import render_prompt
 from dataflex_rl.verify.verifiers import reward
 
@@ -44,16 +40,6 @@ def _rewards(responses: list[str], items: list[dict], rollouts: int) -> torch.Te
     """[G, K] binary rewards: response r belongs to prompt r // K."""
     values = [reward(response, items[index // rollouts]) for index, response in enumerate(responses)]
     return torch.tensor(values, dtype=torch.float32).view(-1, rollouts)
-
-
-def _inputs_digest(model: torch.nn.Module, items: list[dict], template: str) -> str:
-    """sha256 of the base weights, the corpus and the template: a checkpoint is resumed only on the inputs it began."""
-    digest = hashlib.sha256()
-    for name, tensor in model.state_dict().items():
-        digest.update(name.encode())
-        digest.update(tensor.detach().contiguous().numpy().tobytes())
-    digest.update(json.dumps([items, template], sort_keys=True, default=str).encode())
-    return digest.hexdigest()
 
 
 def _batch_health(rewards: torch.Tensor, token_mask: torch.Tensor) -> dict[str, str]:
@@ -80,37 +66,24 @@ class EmbeddedGRPOTrainer:
         self.prompt_tokens = encode_prompts(tokenizer=self.tokenizer,
                                             prompts=[render_prompt(i["prompt"], template, self.tokenizer)
                                                      for i in self.items])
-        self.stream = PromptStream([i["domain"] for i in self.items], seed)
-        if method.family == "mixture":
-            self.response_policy = build_response_policy("baseline", {})
-            self.mixture = build_mixture(method.policy, self.stream.domains, method.params)
-        else:
-            self.response_policy = build_response_policy(method.policy, method.params)
-            self.mixture = None
+        self.policy = PolicyDriver(method, [i["domain"] for i in self.items], seed)
         torch.manual_seed(seed)
         self.optimiser = torch.optim.AdamW(self.model.parameters(), lr=settings.learning_rate, weight_decay=0.0)
         self.generator = torch.Generator().manual_seed(seed)
         self.step = 0
         self.metrics: list[dict] = []
         self.fault = FaultPlan.from_environment()
-        self.inputs = _inputs_digest(self.model, self.items, template)
 
     # --- checkpoints -------------------------------------------------------------------------------------------
     def _draw_state(self) -> dict:
         """What a step consumes besides the model and the optimiser: the RNGs, the prompt stream and the mixture."""
-        return {
-            "generator": self.generator.get_state(),
-            "torch_rng": torch.get_rng_state(),
-            "stream": self.stream.state_dict(),
-            "mixture": self.mixture.state_dict() if self.mixture else None,
-        }
+        return {"generator": self.generator.get_state(), "torch_rng": torch.get_rng_state(),
+                **self.policy.state_dict()}
 
     def _load_draw_state(self, state: dict) -> None:
         self.generator.set_state(state["generator"])
         torch.set_rng_state(state["torch_rng"])
-        self.stream.load_state_dict(state["stream"])
-        if self.mixture:
-            self.mixture.load_state_dict(state["mixture"])
+        self.policy.load_state_dict(state)
 
     def state_dict(self) -> dict:
         return {
@@ -119,16 +92,7 @@ class EmbeddedGRPOTrainer:
             "optimiser": self.optimiser.state_dict(),
             **self._draw_state(),
             "metrics": self.metrics,
-            "settings": asdict(self.settings),
-            "method": asdict(self.method),
-            "seed": self.seed,
-            "inputs": self.inputs,
         }
-
-    @staticmethod
-    def _identity(method: dict, seed: int, settings: dict) -> tuple:
-        """What a checkpoint must match to be resumed; `steps` is left out so that a finished run can be extended."""
-        return method, seed, {k: v for k, v in settings.items() if k != "steps"}
 
     def save_checkpoint(self, path: Path) -> None:
         self.save_atomically(self.state_dict(), path, fault_point="checkpoint_write")
@@ -139,14 +103,9 @@ class EmbeddedGRPOTrainer:
             torch.save(obj, self.fault.writer(handle, fault_point, self.step))
 
     def load_checkpoint(self, path: Path) -> None:
+        """Resume from `path`; the caller keys the state folder by the run's settings and inputs
+        (dataflex_rl.jobs.training_state), so a checkpoint found there belongs to this configuration."""
         state = torch.load(path, weights_only=False)
-        if self._identity(state["method"], state["seed"], state["settings"]) != self._identity(
-                asdict(self.method), self.seed, asdict(self.settings)):
-            raise ValueError(f"checkpoint {path} belongs to another configuration "
-                             f"({state['method']['name']}, seed {state['seed']}); delete it to start over")
-        if state.get("inputs") != self.inputs:
-            raise ValueError(f"checkpoint {path} was trained from another base model, corpus or prompt template "
-                             f"(inputs {str(state.get('inputs'))[:12]}, now {self.inputs[:12]}); delete it to start over")
         self.model.load_state_dict(state["model"])
         self.optimiser.load_state_dict(state["optimiser"])
         self._load_draw_state(state)
@@ -157,8 +116,7 @@ class EmbeddedGRPOTrainer:
     def train_step(self) -> dict:
         s = self.settings
         started = time.perf_counter()
-        probabilities = self.mixture.probabilities() if self.mixture else None
-        rows = self.stream.draw(s.prompts_per_step, probabilities)
+        rows = self.policy.draw(s.prompts_per_step)
         items = [self.items[r] for r in rows]
         self.model.eval()
         rollout = decode(self.model, [self.prompt_tokens[r] for r in rows], max_new_tokens=s.max_new_tokens,
@@ -181,14 +139,11 @@ class EmbeddedGRPOTrainer:
                 ref_logp = response_logprobs(self.reference, *tokens, repeats=s.rollouts).view(shape)
             old_logp = logp.detach()
             advantages = grpo.group_advantages(rewards)[..., None] * token_mask
-            batch = GroupBatch(rewards=rewards, lengths=token_mask.sum(-1), token_mask=token_mask,
-                               advantages=advantages, old_logprobs=old_logp, domains=tuple(i["domain"] for i in items),
-                               prompt_ids=tuple(i["id"] for i in items))
-            weights = self.response_policy.weigh(batch)
-            health["kept fraction"] = f"{weights.kept_fraction:.4g}"
-            used_advantages = weights.advantages if weights.advantages is not None else advantages
-            loss, stats = grpo.grpo_loss(logp, old_logp, ref_logp, used_advantages, token_mask, weights.pg,
-                                         weights.kl, kl_coef=s.kl_coef, clip_low=s.clip_low, clip_high=s.clip_high,
+            weighed = self.policy.weigh(rewards, token_mask, advantages, old_logp, [i["domain"] for i in items],
+                                        [i["id"] for i in items])
+            health["kept fraction"] = f"{weighed.weights.kept_fraction:.4g}"
+            loss, stats = grpo.grpo_loss(logp, old_logp, ref_logp, weighed.advantages, token_mask, weighed.pg,
+                                         weighed.kl, kl_coef=s.kl_coef, clip_low=s.clip_low, clip_high=s.clip_high,
                                          kl_kind=s.kl_kind)
             health["loss"] = f"{float(loss.detach()):.4g}"
             self.optimiser.zero_grad()
@@ -201,16 +156,11 @@ class EmbeddedGRPOTrainer:
             summary = ", ".join(f"{name} {value}" for name, value in health.items())
             raise FloatingPointError(f"step {self.step}: {error}. Batch: {summary}") from error
         self.optimiser.step()
-        if self.mixture:
-            self.mixture.observe(batch)
+        self.policy.observe(weighed.batch)
 
-        degenerate = (rewards.max(dim=1).values == rewards.min(dim=1).values).float().mean()
         record = {
             "step": self.step,
-            "mean_reward": float(rewards.mean()),
-            "degenerate_group_fraction": float(degenerate),
-            "kept_fraction": weights.kept_fraction,
-            "all_dropped": bool(weights.info.get("all_dropped", False)),
+            **self.policy.metrics(weighed),
             "loss": float(loss.detach()),
             "pg_loss": stats["pg_loss"],
             "kl": stats["kl"],
@@ -219,8 +169,6 @@ class EmbeddedGRPOTrainer:
             "mean_response_length": float(token_mask.sum(-1).mean()),
             "seconds": time.perf_counter() - started,
         }
-        for domain, p in (probabilities or self.stream.corpus_shares()).items():
-            record[f"p:{domain}"] = p
         self.step += 1
         return record
 
@@ -265,16 +213,19 @@ class EmbeddedGRPOTrainer:
 
 
 def train_run(base_dir, corpus_path, method: MethodSpec, seed: int, settings: GRPOSettings, template: str,
-              out_weights, out_metrics, state_dir, threads: int = 1, progress: bool = True) -> None:
-    """Train one (model, method, seed) run and write its final weights and per-step metrics atomically."""
+              out_model, out_metrics, state_dir, threads: int = 1, progress: bool = True) -> None:
+    """Train one (model, method, seed) run; write its final model directory (Hugging Face layout, loadable by
+    transformers or vLLM like the base) and its per-step metrics, each atomically."""
     torch.set_num_threads(threads)
     corpus = pd.read_parquet(corpus_path)
     trainer = EmbeddedGRPOTrainer(base_dir, corpus, method, seed, settings, template)
     metrics = trainer.train(Path(state_dir), progress=progress)
     metrics.insert(0, "method", method.name)
     metrics.insert(1, "seed", seed)
-    for output in (Path(out_weights), Path(out_metrics)):
-        remove_partial_writes(output.parent, glob.escape(output.name))
-    trainer.save_atomically(trainer.model.state_dict(), Path(out_weights), fault_point="final_weights")
+    remove_partial_writes(Path(out_metrics).parent, glob.escape(Path(out_metrics).name))
+    with atomic_directory(out_model) as tmp:
+        trainer.model.save_pretrained(tmp)
+        trainer.fault.reached("final_weights", trainer.step)  # killed between the weights and the tokenizer
+        trainer.tokenizer.save_pretrained(tmp)
     trainer.fault.reached("after_final_weights", trainer.step)
     write_parquet(out_metrics, metrics)

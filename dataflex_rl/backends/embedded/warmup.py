@@ -5,23 +5,15 @@ Loss on the answer tokens and end-of-text only; batches drawn with a seeded RNG;
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 
 import pandas as pd
 import torch
 from tqdm import tqdm
 
 from dataflex_rl.backends.embedded.generation import left_pad
+from dataflex_rl.backends.embedded.settings import WarmupSettings
 from dataflex_rl.backends.embedded.sequences import encode_prompts, response_logprobs
 from dataflex_rl.tasks.prompting import render_prompt, render_target
-
-
-@dataclass(frozen=True)
-class WarmupSettings:
-    steps: int = 600
-    batch_size: int = 32
-    learning_rate: float = 2e-3
-    seed: int = 0
 
 
 def right_pad(sequences: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,0 +1,68 @@
+"""The backend seam: what a backend must provide, and the registry the study, the rules and the jobs look it up in.
+
+A backend builds (or loads) a base model, trains one run with the shared data policies (dataflex_rl.policy_driver)
+and generates answers for scoring; everything around that — input verification, provenance, resumable-state keys,
+verdicts, records — is backend-neutral (dataflex_rl.jobs, dataflex_rl.evaluate). Importing this module does not
+import torch: the rules read `conda_env` and `builds_base_model`, and the dry run `config_errors`, at parse time.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Protocol, Sequence
+
+from dataflex_rl.recipe import GRPOSettings
+
+
+class Generator(Protocol):
+    """A loaded model that answers prompts. `tokenizer` (a Hugging Face tokenizer) renders each prompt through its
+    chat template, so the text a model is scored on is the text it was trained on."""
+
+    tokenizer: Any
+
+    def generate(self, prompts: Sequence[str], *, max_new_tokens: int, batch_size: int, temperature: float,
+                 seed: int) -> list[tuple[str, int]]:
+        """(response text, response length in tokens) per prompt, in order: greedy at temperature 0, else sampled
+        with draws seeded by `seed` (the same prompts, batch size and seed give the same responses)."""
+
+
+class Backend(Protocol):
+    name: str
+    conda_env: str  # the rule's conda environment file, relative to rules/
+    builds_base_model: bool  # the embedded backend builds its base (rule base_model); verl loads `path`
+
+    def model_settings(self, entry: Mapping[str, Any]) -> dict[str, Any]:
+        """A config `models.<m>` entry with every default filled in: what the model's artefacts depend on."""
+
+    def config_errors(self, key: str, entry: Mapping[str, Any], workdir: Path, records_only: bool) -> list[str]:
+        """Why a `models.<m>` entry (at config key `key`) cannot run on this backend, each naming the key and fix."""
+
+    def train_resource_errors(self, training: Mapping[str, Any], resources: Mapping[str, Any]) -> list[str]:
+        """Why a train job with these `training` settings cannot run with its merged `resources` on this backend."""
+
+    def build_base_model(self, model: Mapping[str, Any], *, corpus, out_dir, template: str, threads: int) -> None:
+        ...
+
+    def train(self, model: Mapping[str, Any], *, base, corpus, method, seed: int, training: GRPOSettings,
+              template: str, out_model, out_metrics, state_dir, threads: int) -> None:
+        """Train one run from `base` (None: the backend loads `path`); write the final model directory (Hugging Face
+        layout) and the per-step metrics."""
+
+    def open_generator(self, model: Mapping[str, Any], *, model_dir, threads: int) -> Generator:
+        """Load a model directory (a base or a trained run's) for scoring; None: the untrained `path` itself."""
+
+
+def _backends() -> dict[str, Backend]:
+    from dataflex_rl.backends.embedded.backend import EmbeddedBackend
+    from dataflex_rl.backends.verl.backend import VerlBackend
+
+    return {backend.name: backend for backend in (EmbeddedBackend(), VerlBackend())}
+
+
+BACKENDS: dict[str, Backend] = _backends()
+
+
+def get_backend(name: str) -> Backend:
+    try:
+        return BACKENDS[name]
+    except KeyError:
+        raise ValueError(f"unknown backend {name!r}; known: {', '.join(sorted(BACKENDS))}") from None

@@ -1,0 +1,62 @@
+"""The verl backend (GPU cluster: verl 0.9.1 + vLLM): what the dry run checks, and an explicit refusal to run.
+
+Training and scoring on verl are not part of this version; a job on this backend stops with a message that says so,
+rather than running a stand-in. The rules, resources and job matrix are ready for it (docs: README, DESIGN).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+_NOT_AVAILABLE = ("the 'verl' backend is not available in this version of DataFlex-RL (only 'embedded' runs); the "
+                  "rules, resources and job matrix are ready for it")
+
+
+def _looks_local(path: str) -> bool:
+    return path.startswith(("/", "."))
+
+
+class VerlBackend:
+    name = "verl"
+    conda_env = "../envs/gpu.yaml"
+    builds_base_model = False
+
+    def model_settings(self, entry: Mapping[str, Any]) -> dict[str, Any]:
+        return {"backend": self.name, "path": entry.get("path")}
+
+    def config_errors(self, key: str, entry: Mapping[str, Any], workdir: Path, records_only: bool) -> list[str]:
+        errors = []
+        if "path" not in entry:
+            errors.append(f"{key}.path: missing; the verl backend needs the base model's local path or hub name "
+                          f"(e.g. Qwen/Qwen2.5-7B)")
+        elif _looks_local(entry["path"]) and not records_only and not (workdir / entry["path"]).exists():
+            errors.append(f"{key}.path: local path {entry['path']!r} does not exist (relative to the working "
+                          f"directory {str(workdir)!r}); fix it, or give a hub name such as Qwen/Qwen2.5-7B")
+        return errors + [f"{key}.{section}: only the embedded backend builds its model from `{section}`; the verl "
+                         f"backend loads `path` — remove it" for section in ("shape", "warmup") if section in entry]
+
+    def train_resource_errors(self, training: Mapping[str, Any], resources: Mapping[str, Any]) -> list[str]:
+        """verl asserts that train_batch_size × rollout.n (prompts_per_step × rollouts; the recipe sets
+        ppo_mini_batch_size = train_batch_size) divides evenly over the train job's GPUs."""
+        if not resources.get("gpu"):
+            return []
+        gpus = int(resources["gpu"])
+        prompts, rollouts = training["prompts_per_step"], training["rollouts"]
+        if not (prompts * rollouts) % gpus:
+            return []
+        divisors = [n for n in range(1, prompts * rollouts + 1) if (prompts * rollouts) % n == 0 and n <= 64]
+        near = sorted({p for p in range(max(1, prompts - gpus), prompts + gpus + 1) if (p * rollouts) % gpus == 0},
+                      key=lambda p: (abs(p - prompts), p))[:2]
+        return [f"training.prompts_per_step: {prompts} × training.rollouts {rollouts} = {prompts * rollouts} "
+                f"responses per step do not divide over the train job's {gpus} GPUs (resource gpu={gpus}): verl "
+                f"requires train_batch_size × rollout.n to be a multiple of its GPU count — use prompts_per_step "
+                f"{' or '.join(map(str, near))}, or a GPU count among {divisors}"]
+
+    def build_base_model(self, model, **_) -> None:
+        raise NotImplementedError(f"base model: {_NOT_AVAILABLE}")
+
+    def train(self, model, **_) -> None:
+        raise NotImplementedError(f"training: {_NOT_AVAILABLE}")
+
+    def open_generator(self, model, **_):
+        raise NotImplementedError(f"scoring: {_NOT_AVAILABLE}")

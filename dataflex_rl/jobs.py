@@ -1,0 +1,71 @@
+"""The jobs that touch a model — build the base, train a run, score a run — and the provenance around them.
+
+Each entry point takes the job's arguments and its settings slice exactly as the rule passes them (`params.job`,
+`params.settings`; dataflex_rl.study), verifies its input artefacts against their producers' provenance, runs the
+model's backend (dataflex_rl.backends.base), and writes its own provenance record last (dataflex_rl.provenance).
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from dataflex_rl.atomic import atomic_directory
+from dataflex_rl.backends.base import get_backend
+from dataflex_rl.evaluate.scoring import score_benchmarks
+from dataflex_rl.layout import PROVENANCE
+from dataflex_rl.provenance import plain_input, state_key, verified_input, write_provenance
+from dataflex_rl.recipe import GRPOSettings
+from dataflex_rl.methods import MethodSpec
+
+
+def _base_input(base) -> dict[str, dict[str, str]]:
+    return {"base": verified_input(base, Path(base) / PROVENANCE)} if base else {}
+
+
+def build_base_model(job: Mapping[str, Any], settings: Mapping[str, Any], *, corpus, out_dir,
+                     threads: int = 1) -> None:
+    """Build the base model directory with its provenance inside, atomically (a sibling temporary directory, renamed
+    once complete)."""
+    with atomic_directory(out_dir) as tmp:
+        get_backend(job["model"]["backend"]).build_base_model(job["model"], corpus=corpus, out_dir=tmp,
+                                                              template=job["template"], threads=threads)
+        write_provenance(tmp / PROVENANCE, settings, [tmp], inputs={"corpus": plain_input(corpus)})
+
+
+def training_state(state_dir, settings: Mapping[str, Any], inputs: Mapping[str, Mapping[str, str]]) -> Path:
+    """The run's resumable state folder: keyed by its settings (less `training.steps`, so that a finished run can be
+    extended) and the digests of its inputs, so a changed run starts afresh by itself and an unchanged one resumes."""
+    resumable = {key: value for key, value in settings.items() if key != "training.steps"}
+    return Path(state_dir) / state_key(resumable, inputs)
+
+
+def train_run(job: Mapping[str, Any], settings: Mapping[str, Any], *, base, corpus, checkpoint_every: int,
+              out_model, out_metrics, out_provenance, state_dir, threads: int = 1) -> None:
+    inputs = {"corpus": plain_input(corpus), **_base_input(base)}
+    state = training_state(state_dir, settings, inputs)
+    others = sorted(p.name for p in Path(state_dir).glob("*") if p.is_dir() and p != state)
+    if others:
+        print(f"training state {state.name} (this configuration); kept, not used: {', '.join(others)}",
+              file=sys.stderr)
+    training = GRPOSettings(**job["training"], checkpoint_every=checkpoint_every)
+    get_backend(job["model"]["backend"]).train(
+        job["model"], base=base, corpus=corpus, method=MethodSpec(**job["method"]), seed=job["seed"],
+        training=training, template=job["template"], out_model=out_model, out_metrics=out_metrics,
+        state_dir=state, threads=threads)
+    write_provenance(out_provenance, settings, [out_model, out_metrics], inputs)
+
+
+def score_run(job: Mapping[str, Any], settings: Sequence[Mapping[str, Any]], *, model_dir, model_provenance,
+              items: list, outputs: list, provenance: list, threads: int = 1) -> None:
+    """Score one model (`model_dir`: a base or a trained run's model directory, verified against its provenance
+    record; None: a backend's untrained `path`) on each benchmark file in `items`, writing the matching file of
+    `outputs` and its provenance record; `settings` holds each benchmark's slice, in the same order."""
+    model_inputs = {"model": verified_input(model_dir, model_provenance)} if model_dir else {}
+    inputs = [{**model_inputs, "items": plain_input(path)} for path in items]
+    generator = get_backend(job["model"]["backend"]).open_generator(job["model"], model_dir=model_dir,
+                                                                    threads=threads)
+    score_benchmarks(generator, items, outputs, [state_key(s, i) for s, i in zip(settings, inputs, strict=True)],
+                     job["template"], job["evaluation"])
+    for record, output, slice_, used in zip(provenance, outputs, settings, inputs, strict=True):
+        write_provenance(record, slice_, [output], used)

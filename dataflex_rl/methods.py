@@ -1,0 +1,24 @@
+"""A method of a study: a named configuration of a catalogued data policy. Torch-free."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from dataflex_rl.policies.catalogue import CATALOGUE
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """A named configuration: the catalogue policy it runs, its parameters as given (the registry builds the policy
+    from them), its family and the method it is compared against."""
+
+    name: str
+    policy: str
+    params: dict
+    family: str
+    control: str | None = None
+
+    def resolved_params(self) -> dict[str, Any]:
+        """Every parameter and family option with the catalogue's defaults for its `semantics` filled in: what the
+        run's fingerprint holds, so that writing a default out retrains nothing."""
+        return CATALOGUE[self.policy].resolve(self.params)

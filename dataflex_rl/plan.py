@@ -1,0 +1,94 @@
+"""The dry-run summary: the jobs a study runs from scratch, per rule, and the one screen printed before the job list.
+
+Torch-free and independent of Snakemake: the Snakefile passes in each rule's merged resources. A test keeps
+`planned_jobs` equal to Snakemake's own job stats for the default and paper studies.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from dataflex_rl.config_checks import corpus_domains
+from dataflex_rl.policies.catalogue import CATALOGUE
+from dataflex_rl.study import Study
+from dataflex_rl.benchmarks.registry import get_benchmark
+
+
+def hub_benchmarks(study: Study, file_exists) -> list[str]:
+    """The real benchmarks read from the hub (benchmarks.hub_fallback): no local file, or one that does not exist
+    (`file_exists(path)`); procedural stand-ins are generated."""
+    files = study.benchmarks.files
+    return [name for name in study.benchmarks.names
+            if not get_benchmark(name).procedural and not (name in files and file_exists(files[name]))]
+
+
+def planned_jobs(study: Study) -> dict[str, int]:
+    """Jobs per rule of a run from scratch (Snakemake's job stats, printed after the plan, count what is left)."""
+    if study.records_file:
+        return {"tables": 1}
+    benchmarks = len(study.benchmarks.names)
+    scored_runs = len(study.scored_runs())
+    return {
+        "corpus": 1,
+        "benchmark_items": benchmarks,
+        "calibrate": benchmarks,
+        "decontaminate": 1,
+        "base_model": sum(m.builds_base_model for m in study.models.values()),
+        "train": len(study.runs),
+        "score": scored_runs * benchmarks if study.evaluation.job_per_benchmark else scored_runs,
+        "parse_gate": len(study.models),
+        "records": 1,
+        "tables": 1,
+        "training_curves": 1,
+    }
+
+
+def _methods_table(study: Study) -> list[str]:
+    rows = []
+    for name, method in study.methods.items():
+        params = ", ".join(f"{k}={v}" for k, v in sorted(method.params.items()))
+        control = f"vs {method.control}" if method.control else "(reference)"
+        family = CATALOGUE[method.policy].family
+        rows.append(f"    {name:<14} {method.policy:<11} {family:<12} {control:<16} {params}".rstrip())
+    return rows
+
+
+def _benchmarks_line(study: Study) -> str:
+    by_domain: dict[str, list[str]] = {}
+    for name in study.benchmarks.names:
+        by_domain.setdefault(get_benchmark(name).domain, []).append(name)
+    return "; ".join(f"{domain} {len(names)} ({', '.join(names)})" for domain, names in sorted(by_domain.items()))
+
+
+def matrix_summary(study: Study, config: Mapping[str, Any], jobs: Mapping[str, int],
+                   resources: Mapping[str, Mapping[str, Any]], hub: list[str]) -> str:
+    """One screen before the job list: the matrix, each method's policy/family/control and parameters, the
+    benchmarks by domain, the backends, and per rule the planned jobs and the resources each job asks for."""
+    lines = [f"DataFlex-RL study {study.name!r}"]
+    if study.records_file:
+        lines.append(f"  tables from the records in {study.records_file!r}: no training or scoring (target: tables)")
+    else:
+        training = study.training
+        lines.append(f"  {len(study.models)} model(s) × {len(study.methods)} method(s) × {len(study.seeds)} seed(s) = "
+                     f"{len(study.runs)} training runs; seeds {', '.join(map(str, study.seeds))}")
+        lines.append(f"  GRPO {training.steps} steps × {training.prompts_per_step} prompts × K={training.rollouts}; "
+                     f"corpus domains {', '.join(corpus_domains(config))}")
+    by_backend: dict[str, list[str]] = {}
+    for name, model in study.models.items():
+        label = f"{name} ({model.path})" if model.path and len(study.models) == 1 else name
+        by_backend.setdefault(model.backend, []).append(label)
+    lines.append(f"  models ({len(study.models)}): "
+                 + "; ".join(f"{b}: {', '.join(ms)}" for b, ms in sorted(by_backend.items())))
+    lines.append("  methods:    policy      family       control          params")
+    lines += _methods_table(study)
+    lines.append(f"  benchmarks ({len(study.benchmarks.names)}): {_benchmarks_line(study)}")
+    if hub and not study.records_file:
+        lines.append(f"  from the hub (benchmarks.hub_fallback): {', '.join(hub)}")
+    lines += ["  jobs from scratch and resources per job:",
+              f"    {'rule':<16}{'jobs':>6}{'threads':>9}{'cpus':>6}{'mem_mb':>9}{'gpu':>5}{'runtime':>9}  partition"]
+    for rule, count in jobs.items():
+        if count:
+            r = resources[rule]
+            lines.append(f"    {rule:<16}{count:>6}{r.get('threads', 1):>9}{r.get('cpus_per_task', '-'):>6}"
+                         f"{r.get('mem_mb', '-'):>9}{r.get('gpu', '-'):>5}{r.get('runtime', '-'):>9}  "
+                         f"{r.get('slurm_partition', '-')}")
+    return "\n".join(lines)

@@ -1,0 +1,131 @@
+"""Fingerprints that travel with artefacts: the one provenance scheme of the pipeline.
+
+A job that builds a model, a trained run or a score writes `provenance.json` beside its outputs (dataflex_rl.layout),
+last and atomically:
+  fingerprint  sha256 of the canonical JSON (sorted keys, no spaces, UTF-8) of its settings slice
+               (dataflex_rl.study): a function of the config alone, so the audit recomputes the expected one
+  settings     the slice itself, {config key: value}, so a stale artefact names the keys that changed
+  inputs       {role: {path, sha256}} of the artefacts it was built from, as verified when it read them
+  outputs      {path relative to the provenance file's folder: sha256} of every file it wrote
+A consuming job verifies its inputs against their producers' provenance before using them (`verified_digest`), so a
+damaged file is reported with its path instead of failing somewhere inside torch; the audit does the same.
+
+Resumable state (a run's checkpoints, a scoring job's finished benchmarks) is kept under a *state key*: the
+fingerprint of the slice (less what may change without invalidating the state) and the digests of the verified
+inputs. A changed run starts afresh by itself; an unchanged one resumes.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from dataflex_rl.atomic import write_json
+from dataflex_rl.layout import PROVENANCE
+
+STATE_KEY_LENGTH = 16
+
+
+class DamagedArtefactError(RuntimeError):
+    """An artefact is missing, or its bytes are not those its producing job recorded."""
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def fingerprint(settings: Mapping[str, Any]) -> str:
+    """sha256 hex digest of the canonical JSON of a settings slice; stable across key order, processes, machines."""
+    return hashlib.sha256(canonical_json(settings).encode("utf-8")).hexdigest()
+
+
+def file_digest(path: str | os.PathLike) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _artefact_files(path: Path) -> list[Path]:
+    """The files of an artefact: the file itself, or every file under a directory but its provenance record."""
+    if path.is_dir():
+        return sorted(p for p in path.rglob("*") if p.is_file() and p.name != PROVENANCE)
+    return [path]
+
+
+def artefact_digest(path: str | os.PathLike) -> str:
+    """sha256 of a file, or of a directory's files (relative path and bytes, in path order)."""
+    path = Path(path)
+    if not path.is_dir():
+        return file_digest(path)
+    digest = hashlib.sha256()
+    for file in _artefact_files(path):
+        digest.update(file.relative_to(path).as_posix().encode() + b"\0" + file_digest(file).encode())
+    return digest.hexdigest()
+
+
+def write_provenance(record_path: str | os.PathLike, settings: Mapping[str, Any], outputs: Iterable[str | os.PathLike],
+                     inputs: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
+    """Write the provenance record of finished `outputs` (files or directories) atomically; returns it."""
+    folder = Path(record_path).parent
+    files = [file for output in outputs for file in _artefact_files(Path(output))]
+    record = {
+        "fingerprint": fingerprint(settings),
+        "settings": dict(settings),
+        "inputs": {role: dict(entry) for role, entry in (inputs or {}).items()},
+        "outputs": {os.path.relpath(file, folder): file_digest(file) for file in files},
+    }
+    write_json(record_path, record)
+    return record
+
+
+def read_provenance(record_path: str | os.PathLike) -> dict[str, Any]:
+    path = Path(record_path)
+    if not path.is_file():
+        raise DamagedArtefactError(f"{path}: no provenance record; the artefact beside it was not finished by its "
+                                   f"job — rerun that job (snakemake -f <its output>)")
+    try:
+        return json.loads(path.read_text())
+    except ValueError as error:
+        raise DamagedArtefactError(f"{path}: unreadable provenance record ({error}); rerun the job that wrote it") \
+            from error
+
+
+def damage(record_path: str | os.PathLike) -> list[str]:
+    """Every recorded output of `record_path` that is missing or whose bytes changed, one line each with its path."""
+    record = read_provenance(record_path)
+    folder = Path(record_path).parent
+    problems = []
+    for name, expected in record["outputs"].items():
+        path = folder / name
+        if not path.is_file():
+            problems.append(f"{path}: missing (recorded in {record_path})")
+        elif (found := file_digest(path)) != expected:
+            problems.append(f"{path}: sha256 {found[:12]}… ≠ {expected[:12]}… recorded in {record_path} (damaged or "
+                            f"changed after it was written)")
+    return problems
+
+
+def verified_input(path: str | os.PathLike, record_path: str | os.PathLike) -> dict[str, str]:
+    """{path, fingerprint, sha256} of an input artefact after checking every file of it against its producer's
+    record; raises DamagedArtefactError naming each damaged file and the fix."""
+    problems = damage(record_path)
+    if problems:
+        raise DamagedArtefactError("damaged input artefact:\n  " + "\n  ".join(problems)
+                                   + "\nRebuild it: delete it and rerun, or `snakemake -f <that file>`")
+    return {"path": str(path), "fingerprint": read_provenance(record_path)["fingerprint"],
+            "sha256": artefact_digest(path)}
+
+
+def plain_input(path: str | os.PathLike) -> dict[str, str]:
+    """{path, sha256} of an input artefact without a provenance record of its own (a corpus or benchmark file)."""
+    return {"path": str(path), "sha256": artefact_digest(path)}
+
+
+def state_key(settings: Mapping[str, Any], inputs: Mapping[str, Mapping[str, str]]) -> str:
+    """The name of resumable state: the slice's fingerprint and the inputs' digests."""
+    digests = {role: entry["sha256"] for role, entry in inputs.items()}
+    return fingerprint({"settings": fingerprint(settings), "inputs": digests})[:STATE_KEY_LENGTH]

@@ -1,0 +1,120 @@
+"""Fingerprints, provenance records, damaged artefacts and resumable-state keys; which settings each job's slice holds.
+
+The expected fingerprint is computed here from hand-written canonical JSON; the slices are checked key by key against
+the config they come from."""
+import copy
+import hashlib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dataflex_rl.jobs import training_state
+from dataflex_rl.provenance import (DamagedArtefactError, damage, fingerprint, plain_input, read_provenance,
+                                    verified_input, write_provenance)
+from dataflex_rl.study import Study
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIG = yaml.safe_load((REPO / "config/config.yaml").read_text())
+
+
+def study(**changes):
+    """The default study with dotted-key changes, e.g. study(**{"training.learning_rate": 1e-4})."""
+    config = copy.deepcopy(CONFIG)
+    for key, value in changes.items():
+        *parents, leaf = key.split(".")
+        section = config
+        for parent in parents:
+            section = section.setdefault(parent, {})
+        section[leaf] = value
+    return Study.from_config(config)
+
+
+def test_fingerprint_is_sha256_of_the_canonical_json():
+    settings = {"training.learning_rate": 0.0003, "corpus.sources": ["gcd", "aiw"], "evaluation.temperature": 0.0}
+    text = '{"corpus.sources":["gcd","aiw"],"evaluation.temperature":0.0,"training.learning_rate":0.0003}'
+    assert fingerprint(settings) == hashlib.sha256(text.encode()).hexdigest()
+    assert fingerprint(dict(reversed(list(settings.items())))) == fingerprint(settings)
+
+
+def test_a_record_lists_each_output_file_and_a_damaged_one_is_named(tmp_path):
+    weights, metrics = tmp_path / "weights.pt", tmp_path / "metrics.parquet"
+    weights.write_bytes(b"w" * 1000)
+    metrics.write_bytes(b"m" * 10)
+    record = write_provenance(tmp_path / "provenance.json", {"seed": 1}, [weights, metrics])
+    assert record == read_provenance(tmp_path / "provenance.json")
+    assert record["outputs"] == {"weights.pt": hashlib.sha256(b"w" * 1000).hexdigest(),
+                                 "metrics.parquet": hashlib.sha256(b"m" * 10).hexdigest()}
+    assert damage(tmp_path / "provenance.json") == []
+    assert verified_input(weights, tmp_path / "provenance.json")["fingerprint"] == fingerprint({"seed": 1})
+
+    weights.write_bytes(b"w" * 500)  # truncated in place
+    (problem,) = damage(tmp_path / "provenance.json")
+    assert problem.startswith(f"{weights}: sha256 ") and "damaged or changed after it was written" in problem
+    with pytest.raises(DamagedArtefactError, match=f"damaged input artefact:\n  {weights}: sha256"):
+        verified_input(weights, tmp_path / "provenance.json")
+    metrics.unlink()
+    assert f"{metrics}: missing (recorded in {tmp_path / 'provenance.json'})" in damage(tmp_path / "provenance.json")
+
+
+def test_an_artefact_without_its_record_is_refused_with_the_fix(tmp_path):
+    with pytest.raises(DamagedArtefactError, match="no provenance record; the artefact beside it was not finished"):
+        verified_input(tmp_path / "weights.pt", tmp_path / "provenance.json")
+
+
+def test_a_directory_artefact_records_its_files_but_not_the_record_itself(tmp_path):
+    model = tmp_path / "model"
+    (model / "sub").mkdir(parents=True)
+    (model / "config.json").write_text("{}")
+    (model / "sub" / "weights.bin").write_bytes(b"abc")
+    record = write_provenance(model / "provenance.json", {}, [model])
+    assert sorted(record["outputs"]) == ["config.json", "sub/weights.bin"]
+
+
+def test_training_state_is_kept_per_configuration_and_input(tmp_path):
+    corpus = tmp_path / "corpus.parquet"
+    corpus.write_bytes(b"rows")
+    inputs = {"corpus": plain_input(corpus)}
+    settings = study().train_slice("tiny-qwen2", "baseline", 1)
+    here = training_state(tmp_path / "state", settings, inputs)
+    assert here == training_state(tmp_path / "state", dict(settings), inputs)  # unchanged: resumes
+    longer = {**settings, "training.steps": 1000}
+    assert training_state(tmp_path / "state", longer, inputs) == here  # extending a run resumes it
+    other_lr = {**settings, "training.learning_rate": 1e-4}
+    assert training_state(tmp_path / "state", other_lr, inputs) != here  # a changed run starts afresh
+    corpus.write_bytes(b"other rows")
+    assert training_state(tmp_path / "state", settings, {"corpus": plain_input(corpus)}) != here
+
+
+def test_each_job_slice_holds_what_its_result_depends_on():
+    base = study()
+    lr = study(**{"training.learning_rate": 1e-4})
+    assert lr.train_slice("tiny-qwen2", "softmax", 2) != base.train_slice("tiny-qwen2", "softmax", 2)
+    assert lr.base_slice("tiny-qwen2") == base.base_slice("tiny-qwen2")
+    assert lr.score_slice("tiny-qwen2", "untrained", "gcd") == base.score_slice("tiny-qwen2", "untrained", "gcd")
+    assert lr.score_slice("tiny-qwen2", "softmax/seed2", "gcd")["training.learning_rate"] == 1e-4
+
+    batch = study(**{"evaluation.batch_size": 7})
+    assert batch.train_slice("tiny-qwen2", "softmax", 2) == base.train_slice("tiny-qwen2", "softmax", 2)
+    assert batch.score_slice("tiny-qwen2", "softmax/seed2", "gcd")["evaluation.batch_size"] == 7
+
+    neutral = [study(**{"training.checkpoint_every": 5}), study(**{"evaluation.seed": 9}),  # greedy: no sampling seed
+               study(**{"methods.softmax.control": "static"}), study(**{"calibration.max_items": 3}),
+               study(**{"evaluation.min_parse_rate": 0.9}), study(**{"methods.difffilter.params": {"high": 0.8}})]
+    for other in neutral:  # difffilter's low defaults to the 0.2 the default config writes out
+        for model, run in base.scored_runs():
+            for bench in base.benchmarks.names:
+                assert other.score_slice(model, run, bench) == base.score_slice(model, run, bench)
+    sampled = study(**{"evaluation.temperature": 0.7, "evaluation.seed": 9})
+    assert sampled.score_slice("tiny-qwen2", "untrained", "gcd")["evaluation.seed"] == 9
+
+
+def test_a_slice_names_config_keys_with_defaults_filled():
+    train = study().train_slice("tiny-qwen2", "difffilter", 3)
+    assert train["seed"] == 3 and train["methods.difffilter.params.low"] == 0.2
+    assert train["models.tiny-qwen2.shape.hidden_size"] == CONFIG["models"]["tiny-qwen2"]["shape"]["hidden_size"]
+    assert train["decontamination.threshold"] == CONFIG["decontamination"]["threshold"]
+    assert "training.checkpoint_every" not in train and "methods.difffilter.control" not in train
+    no_decontamination = copy.deepcopy(CONFIG)
+    del no_decontamination["decontamination"]
+    assert Study.from_config(no_decontamination).train_slice("tiny-qwen2", "difffilter", 3) == train  # the defaults
