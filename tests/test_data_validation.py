@@ -18,7 +18,7 @@ import yaml
 from dataflex_rl.benchmarks.loaders import BenchmarkSizeWarning
 from dataflex_rl.tasks.corpus import benchmark_items, build_corpus
 from dataflex_rl.tasks.validation import (FILE_ANSWER_FORMATS, BenchmarkContentWarning, DataValidationError,
-                                          FileReport, KeptRows, ValidationSettings, duplicate_items, file_problem,
+                                          REASONS, FileReport, KeptRows, ValidationSettings, duplicate_items, file_problem,
                                           item_problem, keep_valid, read_jsonl, settle, text_type_problem,
                                           validated_benchmark_items)
 
@@ -459,3 +459,82 @@ def test_procedural_stand_ins_repeat_no_question_and_keep_their_audit(tmp_path):
         kept, audit = validated_benchmark_items(lambda p: items, name, None, ValidationSettings.for_benchmarks({}),
                                                 None)
         assert len(kept) == 100 and set(audit) == {"benchmark", "files", "quarantine"}, name
+
+
+def test_issue_15_data_files_through_the_corpus_and_benchmark_rules(tmp_path):
+    kept, refused = tmp_path / "kept", tmp_path / "refused"
+    kept.mkdir(), refused.mkdir()
+    # Raised thresholds: over-long and wrong-typed rows are quarantined and counted; a repeated GSM8K question is kept
+    # under allow_duplicates and counted; MATH-500 with one gold throughout is kept with a warning.
+    _jsonl(kept / "types.jsonl", _math(4) + [{"question": "What is 1+1?", "answer": ["#### 2"]},
+                                             {"question": ["What is 2+2?"], "answer": "4"},
+                                             {"question": "What is 3+3?", "answer": {"value": 6}},
+                                             {"question": "Is 2 even?", "answer": True}])
+    _jsonl(kept / "lengths.jsonl", _math(4, 20) + [{"question": "What is 1+2? " * 2_000, "answer": "3"},
+                                                   {"question": "Spell out pi.", "answer": "3" * 2_001}])
+    gsm8k = [{"question": f"Tom has {i} apples and buys one. How many?", "answer": f"#### {i + 1}"} for i in range(6)]
+    _jsonl(kept / "gsm8k.jsonl", gsm8k + [{**gsm8k[0], "question": gsm8k[0]["question"].upper()},
+                                          {"question": "Q?", "answer": ["#### 2"]}, {"question": "x " * 10_001,
+                                                                                    "answer": "#### 1"}])
+    _jsonl(kept / "math500.jsonl", [{"problem": f"What is {i} - {i} + 7?", "answer": "7", "unique_id": f"u{i}"}
+                                    for i in range(3)])
+    _config(kept, [{"path": name, "domain": "math", "answer_format": "math"} for name in ("types.jsonl", "lengths.jsonl")],
+            "gsm8k.jsonl", {"corpus": {"max_quarantine_fraction": 0.6},
+                            "benchmarks": {"max_quarantine_fraction": 0.6, "allow_duplicates": True}})
+    config = yaml.safe_load((kept / "config.yaml").read_text())
+    config["benchmarks"]["names"].append("MATH-500")
+    config["benchmarks"]["files"]["MATH-500"] = "math500.jsonl"
+    (kept / "config.yaml").write_text(yaml.safe_dump(config))
+    # Default settings: unreadable corpus files each end in one line of the report; a repeated GSM8K question and
+    # unreadable benchmark files fail their benchmark_items jobs.
+    problems = _unreadable_files(refused)
+    corpus_files = ["empty.jsonl", "text.parquet", "folder.jsonl", "utf16.jsonl"]
+    _jsonl(refused / "gsm8k.jsonl", gsm8k + [{**gsm8k[2], "question": "  " + gsm8k[2]["question"] + " "}])
+    _config(refused, [{"path": name, "domain": "math", "answer_format": "math"} for name in corpus_files],
+            "gsm8k.jsonl", {})
+    config = yaml.safe_load((refused / "config.yaml").read_text())
+    config["benchmarks"]["names"] += ["MATH-500", "AIME-2024"]
+    config["benchmarks"]["files"].update({"MATH-500": "utf16be.jsonl", "AIME-2024": "cut.parquet"})
+    (refused / "config.yaml").write_text(yaml.safe_dump(config))
+    runs = [_start_snakemake(kept, "results/corpus/raw.parquet", "results/benchmarks/GSM8K.parquet",
+                             "results/benchmarks/MATH-500.parquet"),
+            _start_snakemake(refused, "results/corpus/raw.parquet", "results/benchmarks/GSM8K.parquet",
+                             "results/benchmarks/MATH-500.parquet", "results/benchmarks/AIME-2024.parquet")]
+    (_, kept_log), (_, refused_log) = (run.communicate(timeout=300) for run in runs)
+
+    assert runs[0].returncode == 0, kept_log[-3000:]
+    audit = json.loads((kept / "results/corpus/raw_audit.json").read_text())
+    assert audit["files"]["types.jsonl"]["quarantined_by_reason"] == {"wrong_type": 4}
+    assert audit["files"]["lengths.jsonl"]["quarantined_by_reason"] == {"answer_too_long": 1, "prompt_too_long": 1}
+    details = [r["detail"] for r in map(json.loads, (kept / "results/corpus/quarantine.jsonl").read_text().splitlines())]
+    assert details == ["field 'answer' holds a list (['#### 2']), expected text or a number",
+                       "field 'question' holds a list (['What is 2+2?']), expected text or a number",
+                       "field 'answer' holds an object ({'value': 6}), expected text or a number",
+                       "field 'answer' holds a boolean (True), expected text or a number",
+                       "26000 characters > 20000", "2001 characters > 2000"]
+    gsm8k_audit = json.loads((kept / "results/benchmarks/GSM8K.audit.json").read_text())
+    assert gsm8k_audit["files"]["gsm8k.jsonl"] == {"rows_in": 9, "rows_kept": 7, "rows_quarantined": 2,
+                                                  "quarantined_by_reason": {"prompt_too_long": 1, "wrong_type": 1}}
+    assert gsm8k_audit["duplicate_items_kept"] == 1
+    assert len(pd.read_parquet(kept / "results/benchmarks/GSM8K.parquet")) == 7
+    math_audit = json.loads((kept / "results/benchmarks/MATH-500.audit.json").read_text())
+    assert math_audit["warnings"] == ["benchmark 'MATH-500': all 3 gold answers are '7'; a policy that always answers "
+                                      "that scores 100% — check the file's answer column"]
+    assert "all 3 gold answers are '7'" in (kept / "logs/benchmarks/MATH-500.log").read_text()
+
+    assert runs[1].returncode != 0
+    for name in corpus_files + ["utf16be.jsonl", "cut.parquet"]:
+        assert f"  {name}: {problems[name]}" in refused_log, name
+    assert "data validation failed:\n  " + "\n  ".join(f"{name}: {problems[name]}" for name in corpus_files) \
+        in refused_log
+    assert ("gsm8k.jsonl: 1 of 7 rows quarantined (14.3%) > data_validation.benchmarks.max_quarantine_fraction = 0.0 "
+            "(quarantined: duplicate_item 1)") in refused_log
+    assert "ArrowInvalid" not in refused_log and "UnicodeDecodeError" not in refused_log
+    assert not (refused / "results/corpus/raw.parquet").exists()
+
+
+def test_every_reason_and_unreadable_file_is_documented(tmp_path):
+    documented = (REPO / "docs/refusals.md").read_text()
+    assert [reason for reason in REASONS if f"`{reason}`" not in documented] == []
+    for problem in _unreadable_files(tmp_path).values():
+        assert problem.split(", found ")[1].split(" (")[0].split("'")[0] in documented, problem
