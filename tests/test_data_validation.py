@@ -17,8 +17,8 @@ import yaml
 
 from dataflex_rl.benchmarks.loaders import BenchmarkSizeWarning
 from dataflex_rl.tasks.corpus import benchmark_items, build_corpus
-from dataflex_rl.tasks.validation import (FILE_ANSWER_FORMATS, BenchmarkContentWarning, DataValidationError,
-                                          REASONS, FileReport, KeptRows, ValidationSettings, duplicate_items, file_problem,
+from dataflex_rl.tasks.validation import (FILE_ANSWER_FORMATS, REASONS, BenchmarkContentWarning, DataValidationError,
+                                          FileReport, KeptRows, ValidationSettings, duplicate_items, file_problem,
                                           item_problem, keep_valid, read_jsonl, settle, text_type_problem,
                                           validated_benchmark_items)
 
@@ -311,16 +311,19 @@ def test_bad_data_files_through_the_corpus_and_benchmark_rules(tmp_path):
 def test_length_caps_have_generous_defaults_and_are_configurable():
     corpus, benchmarks = ValidationSettings.for_corpus({}), ValidationSettings.for_benchmarks({})
     assert (corpus.max_prompt_chars, corpus.max_answer_chars) == (20_000, 2_000)
-    assert (benchmarks.max_prompt_chars, benchmarks.max_answer_chars, benchmarks.allow_duplicates) == (20_000, 2_000, False)
+    assert (benchmarks.max_prompt_chars, benchmarks.max_answer_chars) == (20_000, 2_000)
+    assert benchmarks.allow_duplicates is False
     assert ValidationSettings.for_corpus({"max_answer_chars": 5}).max_answer_chars == 5
     assert item_problem(item(prompt="x" * 1_000_000), FORMATS, 20_000, 2_000) == (
         "prompt_too_long", "1000000 characters > 20000")
-    assert item_problem(item(answer="1" * 2_001), FORMATS, 20_000, 2_000) == ("answer_too_long", "2001 characters > 2000")
+    assert item_problem(item(answer="1" * 2_001), FORMATS, 20_000, 2_000) == (
+        "answer_too_long", "2001 characters > 2000")
     assert item_problem(item(answer="1" * 2_000), FORMATS, 20_000, 2_000) is None  # the cap itself passes
 
 
-@pytest.mark.parametrize("value,found", [(["#### 2"], "a list (['#### 2'])"), ({"value": 2}, "an object ({'value': 2})"),
-                                         (True, "a boolean (True)"), (np.array(["a", "b"]), "a list (['a', 'b'])")])
+@pytest.mark.parametrize("value,found", [
+    (["#### 2"], "a list (['#### 2'])"), ({"value": 2}, "an object ({'value': 2})"), (True, "a boolean (True)"),
+    (np.array(["a", "b"]), "a list (['a', 'b'])")])
 def test_a_text_field_of_another_type_names_the_field_and_the_type(value, found):
     assert text_type_problem("answer", value) == f"field 'answer' holds {found}, expected text or a number"
 
@@ -340,7 +343,8 @@ def _validate(name: str, path: Path, quarantine: Path | None = None, **section):
 
 def test_benchmark_fields_of_the_wrong_type_are_quarantined_not_stringified(tmp_path):
     good = [{"question": f"Tom has {i} apples and buys one. How many?", "answer": f"#### {i + 1}"} for i in range(4)]
-    bad = [{"question": ["Tom has 2 apples."], "answer": "#### 2"}, {"question": "Ann has 1 pen?", "answer": ["#### 2"]},
+    bad = [{"question": ["Tom has 2 apples."], "answer": "#### 2"},
+           {"question": "Ann has 1 pen?", "answer": ["#### 2"]},
            {"question": "Bob has 3 cups?", "answer": {"value": "#### 3"}}]
     path = tmp_path / "gsm8k.jsonl"
     _jsonl(path, good + bad)
@@ -383,8 +387,8 @@ def _unreadable_files(tmp: Path) -> dict[str, str]:
     (tmp / "cut.parquet").write_bytes(b"PAR1" + b"\x00" * 20)
     return {"empty.jsonl": f"{jsonl}, found an empty file (0 bytes)",
             "empty.parquet": f"{parquet}, found an empty file (0 bytes)",
-            "text.parquet": f"{parquet}, found text starting '{{\"question\": \"What is 1+1?\", \"answer\": \"'; write it "
-                            "as parquet, or give a JSONL file the suffix .jsonl",
+            "text.parquet": (f"{parquet}, found text starting '{{\"question\": \"What is 1+1?\", \"answer\": \"'; "
+                             "write it as parquet, or give a JSONL file the suffix .jsonl"),
             "folder.jsonl": f"{jsonl}, found a directory; give the path of the file itself",
             "utf16.jsonl": f"{jsonl}, found UTF-16 text (byte-order mark ff fe); save it as UTF-8",
             "utf16be.jsonl": f"{jsonl}, found binary data starting b'\\x00{{\\x00\"\\x00q",
@@ -397,7 +401,8 @@ def test_an_unreadable_file_is_one_line_saying_what_was_expected_and_found(tmp_p
     assert file_problem(tmp_path / "absent.jsonl") == ("expected a JSONL file (UTF-8 text, one JSON object per line), "
                                                        "found nothing at this path")
     pd.DataFrame({"prompt": ["What is 1+1?"], "answer": ["2"]}).to_parquet(tmp_path / "good.parquet")
-    assert file_problem(tmp_path / "good.parquet") is None and file_problem(tmp_path / "folder.jsonl/rows.jsonl") is None
+    assert file_problem(tmp_path / "good.parquet") is None
+    assert file_problem(tmp_path / "folder.jsonl/rows.jsonl") is None
 
 
 def test_an_unreadable_benchmark_file_fails_with_its_path_before_the_loader_runs(tmp_path):
@@ -478,7 +483,7 @@ def test_issue_15_data_files_through_the_corpus_and_benchmark_rules(tmp_path):
                                                                                     "answer": "#### 1"}])
     _jsonl(kept / "math500.jsonl", [{"problem": f"What is {i} - {i} + 7?", "answer": "7", "unique_id": f"u{i}"}
                                     for i in range(3)])
-    _config(kept, [{"path": name, "domain": "math", "answer_format": "math"} for name in ("types.jsonl", "lengths.jsonl")],
+    _config(kept, [{"path": n, "domain": "math", "answer_format": "math"} for n in ("types.jsonl", "lengths.jsonl")],
             "gsm8k.jsonl", {"corpus": {"max_quarantine_fraction": 0.6},
                             "benchmarks": {"max_quarantine_fraction": 0.6, "allow_duplicates": True}})
     config = yaml.safe_load((kept / "config.yaml").read_text())
@@ -506,7 +511,7 @@ def test_issue_15_data_files_through_the_corpus_and_benchmark_rules(tmp_path):
     audit = json.loads((kept / "results/corpus/raw_audit.json").read_text())
     assert audit["files"]["types.jsonl"]["quarantined_by_reason"] == {"wrong_type": 4}
     assert audit["files"]["lengths.jsonl"]["quarantined_by_reason"] == {"answer_too_long": 1, "prompt_too_long": 1}
-    details = [r["detail"] for r in map(json.loads, (kept / "results/corpus/quarantine.jsonl").read_text().splitlines())]
+    details = [json.loads(line)["detail"] for line in (kept / "results/corpus/quarantine.jsonl").open()]
     assert details == ["field 'answer' holds a list (['#### 2']), expected text or a number",
                        "field 'question' holds a list (['What is 2+2?']), expected text or a number",
                        "field 'answer' holds an object ({'value': 6}), expected text or a number",
