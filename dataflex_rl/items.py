@@ -26,3 +26,22 @@ def item_metadata(item: Mapping) -> dict:
     if isinstance(metadata, str):
         return json.loads(metadata) if metadata else {}
     return dict(metadata or {})
+
+
+def type_name(value) -> str:
+    """What a data file's field holds, as a reader would say it: 'a list', 'an object', 'a boolean', ..."""
+    if isinstance(value, (list, tuple)) or type(value).__name__ == "ndarray":  # parquet list columns are arrays
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return "a boolean"
+    return f"a {type(value).__name__}"
+
+
+def wrong_type(field: str, value, expected: str) -> str:
+    """The detail of a field holding the wrong type: its name, the type found (with the start of the value), and the
+    type expected."""
+    shown = repr(value.tolist() if hasattr(value, "tolist") else value)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    return f"field {field!r} holds {type_name(value)} ({shown}), expected {expected}"

@@ -7,15 +7,19 @@ The unit tests build rows by hand; the workflow tests write bad data files and r
 import json
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
 
+from dataflex_rl.benchmarks.loaders import BenchmarkSizeWarning
 from dataflex_rl.tasks.corpus import benchmark_items, build_corpus
-from dataflex_rl.tasks.validation import (FILE_ANSWER_FORMATS, DataValidationError, FileReport, KeptRows,
-                                          ValidationSettings, item_problem, keep_valid, read_jsonl, settle,
+from dataflex_rl.tasks.validation import (FILE_ANSWER_FORMATS, REASONS, BenchmarkContentWarning, DataValidationError,
+                                          FileReport, KeptRows, ValidationSettings, duplicate_items, file_problem,
+                                          item_problem, keep_valid, read_jsonl, settle, text_type_problem,
                                           validated_benchmark_items)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -299,3 +303,243 @@ def test_bad_data_files_through_the_corpus_and_benchmark_rules(tmp_path):
     assert syllogism["files"]["syllogism"] == {"rows_in": 4, "rows_kept": 4, "rows_quarantined": 0,
                                                "quarantined_by_reason": {}}
     assert (failing / "results/benchmarks/syllogism.parquet").is_file()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Issue 15: length caps, field types, duplicate benchmark items, unreadable files.
+
+def test_length_caps_have_generous_defaults_and_are_configurable():
+    corpus, benchmarks = ValidationSettings.for_corpus({}), ValidationSettings.for_benchmarks({})
+    assert (corpus.max_prompt_chars, corpus.max_answer_chars) == (20_000, 2_000)
+    assert (benchmarks.max_prompt_chars, benchmarks.max_answer_chars) == (20_000, 2_000)
+    assert benchmarks.allow_duplicates is False
+    assert ValidationSettings.for_corpus({"max_answer_chars": 5}).max_answer_chars == 5
+    assert item_problem(item(prompt="x" * 1_000_000), FORMATS, 20_000, 2_000) == (
+        "prompt_too_long", "1000000 characters > 20000")
+    assert item_problem(item(answer="1" * 2_001), FORMATS, 20_000, 2_000) == (
+        "answer_too_long", "2001 characters > 2000")
+    assert item_problem(item(answer="1" * 2_000), FORMATS, 20_000, 2_000) is None  # the cap itself passes
+
+
+@pytest.mark.parametrize("value,found", [
+    (["#### 2"], "a list (['#### 2'])"), ({"value": 2}, "an object ({'value': 2})"), (True, "a boolean (True)"),
+    (np.array(["a", "b"]), "a list (['a', 'b'])")])
+def test_a_text_field_of_another_type_names_the_field_and_the_type(value, found):
+    assert text_type_problem("answer", value) == f"field 'answer' holds {found}, expected text or a number"
+
+
+@pytest.mark.parametrize("value", ["5", 5, 2.5, None, float("nan")])
+def test_text_numbers_and_missing_values_are_not_type_errors(value):
+    assert text_type_problem("answer", value) is None
+
+
+def _validate(name: str, path: Path, quarantine: Path | None = None, **section):
+    settings = ValidationSettings.for_benchmarks({"max_quarantine_fraction": 0.9, **section})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BenchmarkSizeWarning)
+        return validated_benchmark_items(lambda p: benchmark_items(name, 0, 0, path=p), name, str(path), settings,
+                                         quarantine and str(quarantine))
+
+
+def test_benchmark_fields_of_the_wrong_type_are_quarantined_not_stringified(tmp_path):
+    good = [{"question": f"Tom has {i} apples and buys one. How many?", "answer": f"#### {i + 1}"} for i in range(4)]
+    bad = [{"question": ["Tom has 2 apples."], "answer": "#### 2"},
+           {"question": "Ann has 1 pen?", "answer": ["#### 2"]},
+           {"question": "Bob has 3 cups?", "answer": {"value": "#### 3"}}]
+    path = tmp_path / "gsm8k.jsonl"
+    _jsonl(path, good + bad)
+    items, audit = _validate("GSM8K", path)
+    assert items["answer"].tolist() == ["1", "2", "3", "4"]  # no gold "2']" from str(["#### 2"])
+    assert audit["files"][str(path)]["quarantined_by_reason"] == {"wrong_type": 3}
+
+
+@pytest.mark.parametrize("name,row,detail", [
+    ("GSM8K", {"question": "Q?", "answer": ["#### 2"]}, "field 'answer' holds a list (['#### 2']), expected text"),
+    ("MMLU-Pro-physics", {"question_id": 1, "question": "Q?", "options": "a, b", "answer": "A", "answer_index": 0,
+                          "category": "physics"}, "field 'options' holds a str ('a, b'), expected a list"),
+    ("MMLU-Pro-physics", {"question_id": 1, "question": "Q?", "options": ["a", {"b": 1}], "answer": "A",
+                          "answer_index": 0, "category": "physics"}, "field 'options[1]' holds an object"),
+    ("MMLU-Pro-physics", {"question_id": 1, "question": "Q?", "options": ["a", "b"], "answer": "A",
+                          "answer_index": "zero", "category": "physics"}, "field 'answer_index' holds a str ('zero')"),
+    ("Knights&Knaves", {"quiz": "Zoey says...", "names": ["Zoey"], "solution": ["knight"]},
+     "field 'solution[0]' holds a str ('knight'), expected true or false"),
+    ("OlympiadBench", {"id": 1, "question": "Q?", "final_answer": [["$2$"]]}, "field 'final_answer[0]' holds a list"),
+])
+def test_each_reader_type_checks_the_fields_it_reads(tmp_path, name, row, detail):
+    path, quarantine = tmp_path / "bench.jsonl", tmp_path / "quarantine.jsonl"
+    _jsonl(path, [row])
+    with pytest.raises(DataValidationError, match="no usable row .1 read; quarantined: wrong_type 1"):
+        _validate(name, path, quarantine)
+    [record] = map(json.loads, quarantine.read_text().splitlines())
+    assert record["reason"] == "wrong_type" and record["detail"].startswith(f"source row 0: {detail}")
+
+
+def _unreadable_files(tmp: Path) -> dict[str, str]:
+    """Files no reader can use, each with the problem file_problem must report (what was expected, what was found)."""
+    jsonl, parquet = "expected a JSONL file (UTF-8 text, one JSON object per line)", "expected a parquet file"
+    (tmp / "empty.jsonl").write_bytes(b"")
+    (tmp / "empty.parquet").write_bytes(b"")
+    (tmp / "text.parquet").write_text('{"question": "What is 1+1?", "answer": "2"}\n')
+    (tmp / "folder.jsonl").mkdir()
+    (tmp / "folder.jsonl" / "rows.jsonl").write_text("{}\n")
+    (tmp / "utf16.jsonl").write_bytes('{"question": "What is 1+1?", "answer": "2"}\n'.encode("utf-16"))
+    (tmp / "utf16be.jsonl").write_bytes('{"question": "What is 1+1?", "answer": "2"}\n'.encode("utf-16-be"))
+    (tmp / "cut.parquet").write_bytes(b"PAR1" + b"\x00" * 20)
+    return {"empty.jsonl": f"{jsonl}, found an empty file (0 bytes)",
+            "empty.parquet": f"{parquet}, found an empty file (0 bytes)",
+            "text.parquet": (f"{parquet}, found text starting '{{\"question\": \"What is 1+1?\", \"answer\": \"'; "
+                             "write it as parquet, or give a JSONL file the suffix .jsonl"),
+            "folder.jsonl": f"{jsonl}, found a directory; give the path of the file itself",
+            "utf16.jsonl": f"{jsonl}, found UTF-16 text (byte-order mark ff fe); save it as UTF-8",
+            "utf16be.jsonl": f"{jsonl}, found binary data starting b'\\x00{{\\x00\"\\x00q",
+            "cut.parquet": f"{parquet}, found one the parquet reader rejects ("}
+
+
+def test_an_unreadable_file_is_one_line_saying_what_was_expected_and_found(tmp_path):
+    for name, problem in _unreadable_files(tmp_path).items():
+        assert file_problem(tmp_path / name).startswith(problem), name
+    assert file_problem(tmp_path / "absent.jsonl") == ("expected a JSONL file (UTF-8 text, one JSON object per line), "
+                                                       "found nothing at this path")
+    pd.DataFrame({"prompt": ["What is 1+1?"], "answer": ["2"]}).to_parquet(tmp_path / "good.parquet")
+    assert file_problem(tmp_path / "good.parquet") is None
+    assert file_problem(tmp_path / "folder.jsonl/rows.jsonl") is None
+
+
+def test_an_unreadable_benchmark_file_fails_with_its_path_before_the_loader_runs(tmp_path):
+    _unreadable_files(tmp_path)
+    for name in ("empty.jsonl", "text.parquet", "folder.jsonl", "utf16.jsonl"):
+        with pytest.raises(DataValidationError) as failure:
+            _validate("GSM8K", tmp_path / name)
+        assert str(failure.value).startswith(f"data validation failed:\n  {tmp_path / name}: expected a "), name
+        assert "Traceback" not in str(failure.value) and len(str(failure.value).splitlines()) == 2
+
+
+def test_a_question_repeated_after_normalisation_is_refused_unless_allowed(tmp_path):
+    rows = [{"question": "Tom has 2 apples. How many?", "answer": "#### 2"},
+            {"question": "Ann has 3 pens. How many?", "answer": "#### 3"},
+            {"question": "  tom HAS 2 apples.\nHow many? ", "answer": "#### 2"},
+            {"question": "Tom has 2 apples. How many?", "answer": "#### 5"},
+            {"question": "Tom has 2 apples! How many?", "answer": "#### 2"}]  # other punctuation: another question
+    path, quarantine = tmp_path / "gsm8k.jsonl", tmp_path / "quarantine.jsonl"
+    _jsonl(path, rows)
+    with pytest.raises(DataValidationError) as failure:
+        validated_benchmark_items(lambda p: benchmark_items("GSM8K", 0, 0, path=p), "GSM8K", str(path),
+                                  ValidationSettings.for_benchmarks({}), str(quarantine))
+    assert "2 of 5 rows quarantined (40.0%) > data_validation.benchmarks.max_quarantine_fraction = 0.0 " \
+           "(quarantined: duplicate_item 2)" in str(failure.value)
+    assert [(r["reason"], r["id"]) for r in map(json.loads, quarantine.read_text().splitlines())] == [
+        ("duplicate_item", "GSM8K-000002"), ("duplicate_item", "GSM8K-000003")]
+    assert "the same question as item 'GSM8K-000000'" in quarantine.read_text()
+    with pytest.warns(BenchmarkContentWarning, match="2 item.s. repeat an earlier question and are kept"):
+        items, audit = validated_benchmark_items(lambda p: benchmark_items("GSM8K", 0, 0, path=p), "GSM8K", str(path),
+                                                 ValidationSettings.for_benchmarks({"allow_duplicates": True}), None)
+    assert len(items) == 5 and audit["duplicate_items_kept"] == 2 and len(audit["warnings"]) == 1
+
+
+def test_the_same_question_with_other_options_is_not_a_duplicate():
+    question = {"prompt": "Which of the following is true?", "id": "q"}
+    rows = [{**question, "metadata": json.dumps({"options": ["a", "b"]})},
+            {**question, "metadata": json.dumps({"options": ["c", "d"]}), "id": "r"},
+            {**question, "metadata": json.dumps({"options": [" A", "b "]}), "id": "s"}]
+    assert duplicate_items(rows) == {2: "q"}
+
+
+def test_identical_gold_answers_throughout_are_a_warning_in_the_audit(tmp_path):
+    path = tmp_path / "gsm8k.jsonl"
+    _jsonl(path, [{"question": f"What is {i} - {i} + 4?", "answer": "#### 4"} for i in range(3)])
+    with pytest.warns(BenchmarkContentWarning, match="all 3 gold answers are '4'"):
+        items, audit = _validate("GSM8K", path)
+    assert len(items) == 3 and audit["warnings"] == [
+        "benchmark 'GSM8K': all 3 gold answers are '4'; a policy that always answers that scores 100% — check the "
+        "file's answer column"]
+    _jsonl(path, [{"question": f"What is {i} + 4?", "answer": f"#### {i + 4}"} for i in range(3)])
+    assert "warnings" not in _validate("GSM8K", path)[1]
+
+
+def test_procedural_stand_ins_repeat_no_question_and_keep_their_audit(tmp_path):
+    """The default study's stand-ins (100 items each, seed 1000) pass the duplicate check: benchmark generation
+    already drops exact repeats, and no two of its questions differ only by whitespace or case."""
+    for name in ("chain_sum", "syllogism", "family_relationships", "aiw", "letter_counting", "kinematics"):
+        items = benchmark_items(name, 100, 1000)
+        kept, audit = validated_benchmark_items(lambda p: items, name, None, ValidationSettings.for_benchmarks({}),
+                                                None)
+        assert len(kept) == 100 and set(audit) == {"benchmark", "files", "quarantine"}, name
+
+
+def test_issue_15_data_files_through_the_corpus_and_benchmark_rules(tmp_path):
+    kept, refused = tmp_path / "kept", tmp_path / "refused"
+    kept.mkdir(), refused.mkdir()
+    # Raised thresholds: over-long and wrong-typed rows are quarantined and counted; a repeated GSM8K question is kept
+    # under allow_duplicates and counted; MATH-500 with one gold throughout is kept with a warning.
+    _jsonl(kept / "types.jsonl", _math(4) + [{"question": "What is 1+1?", "answer": ["#### 2"]},
+                                             {"question": ["What is 2+2?"], "answer": "4"},
+                                             {"question": "What is 3+3?", "answer": {"value": 6}},
+                                             {"question": "Is 2 even?", "answer": True}])
+    _jsonl(kept / "lengths.jsonl", _math(4, 20) + [{"question": "What is 1+2? " * 2_000, "answer": "3"},
+                                                   {"question": "Spell out pi.", "answer": "3" * 2_001}])
+    gsm8k = [{"question": f"Tom has {i} apples and buys one. How many?", "answer": f"#### {i + 1}"} for i in range(6)]
+    _jsonl(kept / "gsm8k.jsonl", gsm8k + [{**gsm8k[0], "question": gsm8k[0]["question"].upper()},
+                                          {"question": "Q?", "answer": ["#### 2"]}, {"question": "x " * 10_001,
+                                                                                    "answer": "#### 1"}])
+    _jsonl(kept / "math500.jsonl", [{"problem": f"What is {i} - {i} + 7?", "answer": "7", "unique_id": f"u{i}"}
+                                    for i in range(3)])
+    _config(kept, [{"path": n, "domain": "math", "answer_format": "math"} for n in ("types.jsonl", "lengths.jsonl")],
+            "gsm8k.jsonl", {"corpus": {"max_quarantine_fraction": 0.6},
+                            "benchmarks": {"max_quarantine_fraction": 0.6, "allow_duplicates": True}})
+    config = yaml.safe_load((kept / "config.yaml").read_text())
+    config["benchmarks"]["names"].append("MATH-500")
+    config["benchmarks"]["files"]["MATH-500"] = "math500.jsonl"
+    (kept / "config.yaml").write_text(yaml.safe_dump(config))
+    # Default settings: unreadable corpus files each end in one line of the report; a repeated GSM8K question and
+    # unreadable benchmark files fail their benchmark_items jobs.
+    problems = _unreadable_files(refused)
+    corpus_files = ["empty.jsonl", "text.parquet", "folder.jsonl", "utf16.jsonl"]
+    _jsonl(refused / "gsm8k.jsonl", gsm8k + [{**gsm8k[2], "question": "  " + gsm8k[2]["question"] + " "}])
+    _config(refused, [{"path": name, "domain": "math", "answer_format": "math"} for name in corpus_files],
+            "gsm8k.jsonl", {})
+    config = yaml.safe_load((refused / "config.yaml").read_text())
+    config["benchmarks"]["names"] += ["MATH-500", "AIME-2024"]
+    config["benchmarks"]["files"].update({"MATH-500": "utf16be.jsonl", "AIME-2024": "cut.parquet"})
+    (refused / "config.yaml").write_text(yaml.safe_dump(config))
+    runs = [_start_snakemake(kept, "results/corpus/raw.parquet", "results/benchmarks/GSM8K.parquet",
+                             "results/benchmarks/MATH-500.parquet"),
+            _start_snakemake(refused, "results/corpus/raw.parquet", "results/benchmarks/GSM8K.parquet",
+                             "results/benchmarks/MATH-500.parquet", "results/benchmarks/AIME-2024.parquet")]
+    (_, kept_log), (_, refused_log) = (run.communicate(timeout=300) for run in runs)
+
+    assert runs[0].returncode == 0, kept_log[-3000:]
+    audit = json.loads((kept / "results/corpus/raw_audit.json").read_text())
+    assert audit["files"]["types.jsonl"]["quarantined_by_reason"] == {"wrong_type": 4}
+    assert audit["files"]["lengths.jsonl"]["quarantined_by_reason"] == {"answer_too_long": 1, "prompt_too_long": 1}
+    details = [json.loads(line)["detail"] for line in (kept / "results/corpus/quarantine.jsonl").open()]
+    assert details == ["field 'answer' holds a list (['#### 2']), expected text or a number",
+                       "field 'question' holds a list (['What is 2+2?']), expected text or a number",
+                       "field 'answer' holds an object ({'value': 6}), expected text or a number",
+                       "field 'answer' holds a boolean (True), expected text or a number",
+                       "26000 characters > 20000", "2001 characters > 2000"]
+    gsm8k_audit = json.loads((kept / "results/benchmarks/GSM8K.audit.json").read_text())
+    assert gsm8k_audit["files"]["gsm8k.jsonl"] == {"rows_in": 9, "rows_kept": 7, "rows_quarantined": 2,
+                                                  "quarantined_by_reason": {"prompt_too_long": 1, "wrong_type": 1}}
+    assert gsm8k_audit["duplicate_items_kept"] == 1
+    assert len(pd.read_parquet(kept / "results/benchmarks/GSM8K.parquet")) == 7
+    math_audit = json.loads((kept / "results/benchmarks/MATH-500.audit.json").read_text())
+    assert math_audit["warnings"] == ["benchmark 'MATH-500': all 3 gold answers are '7'; a policy that always answers "
+                                      "that scores 100% — check the file's answer column"]
+    assert "all 3 gold answers are '7'" in (kept / "logs/benchmarks/MATH-500.log").read_text()
+
+    assert runs[1].returncode != 0
+    for name in corpus_files + ["utf16be.jsonl", "cut.parquet"]:
+        assert f"  {name}: {problems[name]}" in refused_log, name
+    assert "data validation failed:\n  " + "\n  ".join(f"{name}: {problems[name]}" for name in corpus_files) \
+        in refused_log
+    assert ("gsm8k.jsonl: 1 of 7 rows quarantined (14.3%) > data_validation.benchmarks.max_quarantine_fraction = 0.0 "
+            "(quarantined: duplicate_item 1)") in refused_log
+    assert "ArrowInvalid" not in refused_log and "UnicodeDecodeError" not in refused_log
+    assert not (refused / "results/corpus/raw.parquet").exists()
+
+
+def test_every_reason_and_unreadable_file_is_documented(tmp_path):
+    documented = (REPO / "docs/refusals.md").read_text()
+    assert [reason for reason in REASONS if f"`{reason}`" not in documented] == []
+    for problem in _unreadable_files(tmp_path).values():
+        assert problem.split(", found ")[1].split(" (")[0].split("'")[0] in documented, problem

@@ -18,13 +18,19 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dataflex_rl.benchmarks.readers import BenchmarkSchemaError, text_field
+from dataflex_rl.benchmarks.readers import BenchmarkSchemaError, FieldTypeError, text_field
 from dataflex_rl.benchmarks.registry import PAPER_BENCHMARKS, Benchmark
 from dataflex_rl.items import BENCHMARK_ITEM_COLUMNS
 
 
 class BenchmarkSizeWarning(UserWarning):
     """A real benchmark loaded with another number of items than the paper's authors scored."""
+
+
+# The frame's `attrs` key under which native_items leaves the rows it could not read (a field of the wrong type), each
+# {"source_index", "detail", "row"}: they travel with the items so that row validation quarantines them
+# (dataflex_rl.tasks.validation.validated_benchmark_items), while every caller keeps receiving one frame.
+UNREADABLE_ROWS = "unreadable_rows"
 
 
 def read_table(path: str | Path) -> pd.DataFrame:
@@ -86,31 +92,38 @@ def native_items(benchmark: Benchmark, frame: pd.DataFrame, origin: str) -> pd.D
         frame = frame[frame["category"] == category].reset_index(drop=True)
         if frame.empty:
             raise BenchmarkSchemaError(f"benchmark {benchmark.name!r}: {origin} has no row of category {category!r}")
-    rows = []
+    rows, unreadable = [], []
     records = frame.to_dict("records")
     for position in paper_subset(len(records), benchmark):
         record = records[position]
         try:
             item = reader.read(record)
+            item_id = text_field(record.get(reader.id_column), reader.id_column) or f"{benchmark.name}-{position:06d}"
+        except FieldTypeError as error:
+            unreadable.append({"source_index": position, "detail": str(error), "row": _jsonable(record)})
+            continue
         except (BenchmarkSchemaError, KeyError, TypeError, ValueError) as error:
             raise BenchmarkSchemaError(f"benchmark {benchmark.name!r}: {origin} row {position}: {error}") from error
-        item_id = text_field(record.get(reader.id_column)) or f"{benchmark.name}-{position:06d}"
         extra = {k: v for k, v in record.items() if k not in reader.consumed and k != reader.id_column}
         metadata = {**_jsonable(extra), **item.derived, "source_index": position}
         rows.append({"benchmark": benchmark.name, "id": item_id, "domain": benchmark.domain,
                      "source": benchmark.name, "prompt": item.prompt, "answer": item.answer,
                      "answer_format": benchmark.answer_format,
                      "metadata": json.dumps(metadata, sort_keys=True, ensure_ascii=False)})
-    if benchmark.evaluated_size is not None and len(rows) != benchmark.evaluated_size:
-        warnings.warn(f"benchmark {benchmark.name!r}: {len(rows)} items from {origin}; the paper's authors scored "
+    read = len(rows) + len(unreadable)
+    if benchmark.evaluated_size is not None and read != benchmark.evaluated_size:
+        warnings.warn(f"benchmark {benchmark.name!r}: {read} items from {origin}; the paper's authors scored "
                       f"{benchmark.evaluated_size}", BenchmarkSizeWarning, stacklevel=2)
-    return pd.DataFrame(rows, columns=list(BENCHMARK_ITEM_COLUMNS))
+    items = pd.DataFrame(rows, columns=list(BENCHMARK_ITEM_COLUMNS))
+    if unreadable:
+        items.attrs[UNREADABLE_ROWS] = unreadable
+    return items
 
 
 def load_file_items(benchmark: Benchmark, path: str | Path) -> pd.DataFrame:
     """A real benchmark's items from its local file in the native schema."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         hub = f" or set benchmarks.hub_fallback: true to load {benchmark.hub.name}" if benchmark.hub else ""
         raise FileNotFoundError(f"benchmark {benchmark.name!r}: file {path} does not exist; put the benchmark "
                                 f"there{hub}")
@@ -152,8 +165,8 @@ def load_hub_items(benchmark: Benchmark) -> pd.DataFrame:
 
 
 def local_source(path: str | None, hub_fallback: bool) -> str | None:
-    """The local file to read, or None when the benchmark is to come from the hub: its file is absent and the config
-    sets benchmarks.hub_fallback."""
-    if path is not None and hub_fallback and not Path(path).is_file():
+    """The local file to read, or None when the benchmark is to come from the hub: nothing is at its path and the
+    config sets benchmarks.hub_fallback (a directory there is read, and reported, as the file it should be)."""
+    if path is not None and hub_fallback and not Path(path).exists():
         return None
     return path

@@ -9,8 +9,10 @@ options (the displayed order of the source columns is kept in metadata `option_s
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import numbers
 import random
 import re
 from dataclasses import dataclass, field
@@ -18,7 +20,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from dataflex_rl.items import LETTERS
+from dataflex_rl.items import LETTERS, wrong_type
 
 
 @dataclass(frozen=True)
@@ -56,19 +58,55 @@ class BenchmarkSchemaError(ValueError):
     """A benchmark file or hub split that does not have the benchmark's native columns, or a row it cannot read."""
 
 
-def text_field(value) -> str:
-    """A native field as text; a missing one (null, NaN) as '', which row validation quarantines as missing."""
+class FieldTypeError(BenchmarkSchemaError):
+    """A native field of one row holding another type than its reader expects (a list or an object where text is
+    expected, text where a list is): the loader reports the row for quarantine instead of reading the value's str()."""
+
+
+def text_field(value, field: str) -> str:
+    """A native field as text: a number written out (JSON golds are often numbers), a missing one (null, NaN) as '',
+    which row validation quarantines as missing; any other type is a FieldTypeError naming `field`."""
     if value is None or (isinstance(value, (float, np.floating)) and math.isnan(value)):
         return ""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (str, numbers.Number)):
+        raise FieldTypeError(wrong_type(field, value, "text"))
     if isinstance(value, (float, np.floating)) and float(value).is_integer():
         return str(int(value))
     return str(value).strip()
 
 
-def _sequence(value) -> list:
-    if isinstance(value, str):
-        value = json.loads(value) if value.strip().startswith("[") else [value]
+def _sequence(value, field: str, lone_text: bool = False) -> list:
+    """A native list field: a list, a parquet array, or JSON text of a list; with `lone_text`, a text value is a list
+    of one (OlympiadBench's final_answer). Anything else is a FieldTypeError naming `field`."""
+    if isinstance(value, str) and value.strip().startswith("["):
+        with contextlib.suppress(json.JSONDecodeError):
+            value = json.loads(value)
+    elif isinstance(value, str) and lone_text:
+        value = [value]
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if not isinstance(value, (list, tuple)):
+        raise FieldTypeError(wrong_type(field, value, "a list"))
     return list(value)
+
+
+def _texts(value, field: str, lone_text: bool = False) -> list[str]:
+    """A native list of text (multiple-choice options, names): each element type-checked as text."""
+    return [text_field(element, f"{field}[{i}]") for i, element in enumerate(_sequence(value, field, lone_text))]
+
+
+def _booleans(value, field: str) -> list[bool]:
+    values = _sequence(value, field)
+    for i, element in enumerate(values):
+        if not isinstance(element, (bool, np.bool_)):
+            raise FieldTypeError(wrong_type(f"{field}[{i}]", element, "true or false"))
+    return [bool(element) for element in values]
+
+
+def _index(value, field: str) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Number) or not float(value).is_integer():
+        raise FieldTypeError(wrong_type(field, value, "an integer"))
+    return int(value)
 
 
 def _strip_dollars(text: str) -> str:
@@ -79,19 +117,20 @@ def _strip_dollars(text: str) -> str:
 
 
 def _math(question: str, answer: str) -> Callable[[Mapping], NativeItem]:
-    return lambda row: NativeItem(text_field(row[question]), text_field(row[answer]))
+    return lambda row: NativeItem(text_field(row[question], question), text_field(row[answer], answer))
 
 
 def _gsm8k(row: Mapping) -> NativeItem:
     """GSM8K's gold is the number after '####' at the end of the worked solution (commas are thousands separators)."""
-    solution = text_field(row["answer"])
+    solution = text_field(row["answer"], "answer")
     final = solution.rsplit("####", 1)[-1].strip().replace(",", "")
-    return NativeItem(text_field(row["question"]), final, {"solution": solution} if "####" in solution else {})
+    question = text_field(row["question"], "question")
+    return NativeItem(question, final, {"solution": solution} if "####" in solution else {})
 
 
 def _olympiad(row: Mapping) -> NativeItem:
-    answers = [_strip_dollars(text_field(a)) for a in _sequence(row["final_answer"])]
-    return NativeItem(text_field(row["question"]), ", ".join(answers))
+    answers = [_strip_dollars(a) for a in _texts(row["final_answer"], "final_answer", lone_text=True)]
+    return NativeItem(text_field(row["question"], "question"), ", ".join(answers))
 
 
 def kk_gold(names: list[str], solution: list) -> str:
@@ -101,10 +140,10 @@ def kk_gold(names: list[str], solution: list) -> str:
 
 
 def _knights_knaves(row: Mapping) -> NativeItem:
-    names, solution = [text_field(n) for n in _sequence(row["names"])], _sequence(row["solution"])
+    names, solution = _texts(row["names"], "names"), _booleans(row["solution"], "solution")
     if len(names) != len(solution):
         raise BenchmarkSchemaError(f"{len(names)} names but {len(solution)} solution values")
-    return NativeItem(text_field(row["quiz"]), kk_gold(names, solution), {"names": names})
+    return NativeItem(text_field(row["quiz"], "quiz"), kk_gold(names, solution), {"names": names})
 
 
 _BBH_OPTION = re.compile(r"^\(([A-J])\)\s*(.+?)\s*$", re.MULTILINE)
@@ -118,28 +157,29 @@ def bbh_options(question: str) -> list[str]:
 
 
 def _bbh(row: Mapping) -> NativeItem:
-    question, target = text_field(row["input"]), text_field(row["target"])
+    question, target = text_field(row["input"], "input"), text_field(row["target"], "target")
     options = bbh_options(question)
     return NativeItem(question, target, {"options": options} if options else {})
 
 
 def _zebra(row: Mapping) -> NativeItem:
-    choices = [text_field(c) for c in _sequence(row["choices"])]
-    answer = text_field(row["answer"])
+    choices = _texts(row["choices"], "choices")
+    answer = text_field(row["answer"], "answer")
     if answer not in choices:
         raise BenchmarkSchemaError(f"answer {answer!r} is not one of the choices {choices}")
-    prompt = f"{text_field(row['puzzle'])}\n\n{text_field(row['question'])}"
+    prompt = f"{text_field(row['puzzle'], 'puzzle')}\n\n{text_field(row['question'], 'question')}"
     return NativeItem(prompt, LETTERS[choices.index(answer)], {"options": choices})
 
 
 def _mmlu_pro(row: Mapping) -> NativeItem:
     """MMLU-Pro pads some option lists with 'N/A': those are dropped and the gold letter taken from answer_index."""
-    options = [text_field(o) for o in _sequence(row["options"])]
-    index = int(row["answer_index"])
-    if LETTERS[index] != text_field(row["answer"]):
+    options = _texts(row["options"], "options")
+    index = _index(row["answer_index"], "answer_index")
+    if LETTERS[index] != text_field(row["answer"], "answer"):
         raise BenchmarkSchemaError(f"answer {row['answer']!r} disagrees with answer_index {index}")
     kept = [i for i, option in enumerate(options) if option != "N/A" or i == index]
-    return NativeItem(text_field(row["question"]), LETTERS[kept.index(index)], {"options": [options[i] for i in kept]})
+    return NativeItem(text_field(row["question"], "question"), LETTERS[kept.index(index)],
+                      {"options": [options[i] for i in kept]})
 
 
 GPQA_SHUFFLE_SEED = 42
@@ -155,10 +195,10 @@ def gpqa_order(key: str, seed: int = GPQA_SHUFFLE_SEED) -> list[int]:
 
 
 def _gpqa(row: Mapping) -> NativeItem:
-    key = text_field(row["Record ID"]) if "Record ID" in row else text_field(row["Question"])
+    key = text_field(row["Record ID"], "Record ID") if "Record ID" in row else text_field(row["Question"], "Question")
     order = gpqa_order(key)
-    options = [" ".join(text_field(row[_GPQA_OPTION_COLUMNS[i]]).split()) for i in order]
-    return NativeItem(text_field(row["Question"]), LETTERS[order.index(0)],
+    options = [" ".join(text_field(row[_GPQA_OPTION_COLUMNS[i]], _GPQA_OPTION_COLUMNS[i]).split()) for i in order]
+    return NativeItem(text_field(row["Question"], "Question"), LETTERS[order.index(0)],
                       {"options": options, "option_sources": [_GPQA_OPTION_COLUMNS[i] for i in order],
                        "shuffle_seed": GPQA_SHUFFLE_SEED})
 

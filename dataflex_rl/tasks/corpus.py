@@ -15,7 +15,7 @@ from dataflex_rl.benchmarks.registry import Benchmark, get_benchmark, get_source
 from dataflex_rl.benchmarks.sources import generate_items
 from dataflex_rl.items import CORPUS_COLUMNS, DOMAINS
 from dataflex_rl.tasks.validation import (FILE_ANSWER_FORMATS, FileReport, KeptRows, ValidationSettings, as_text,
-                                          keep_valid, read_jsonl, settle)
+                                          file_problem, keep_valid, read_jsonl, settle, text_type_problem)
 
 
 def drop_exact_duplicates(items: pd.DataFrame) -> tuple[pd.DataFrame, int]:
@@ -54,6 +54,13 @@ def _file_records(path: Path, report: FileReport) -> list[tuple[int, dict]]:
     return list(enumerate(records, start=1))
 
 
+def _field_type_problem(record: dict) -> str | None:
+    """The first text field of a file record holding another type (a list, an object, a boolean), or None."""
+    prompt_column = next((c for c in _FILE_PROMPT_COLUMNS if c in record), "prompt")
+    return next((problem for column in (prompt_column, "answer", "id", "domain", "answer_format")
+                 if (problem := text_type_problem(column, record.get(column)))), None)
+
+
 def _metadata_value(value):
     return value.tolist() if hasattr(value, "tolist") else str(value)
 
@@ -80,11 +87,14 @@ def load_corpus_file(spec: CorpusFile, kept: KeptRows, settings: ValidationSetti
     path = Path(spec.path)
     if path.suffix not in _FILE_SUFFIXES:
         raise ValueError(f"corpus.files: {spec.path} is neither JSONL nor parquet; use a .jsonl or .parquet file")
-    if not path.is_file():
-        raise FileNotFoundError(f"corpus.files: {spec.path} does not exist")
-    report = FileReport(spec.path)
-    items = [(line, _file_item(spec, line, record)) for line, record in _file_records(path, report)]
-    good = keep_valid(items, report, kept, FILE_ANSWER_FORMATS, settings.max_prompt_chars)
+    report = FileReport(spec.path, unreadable=file_problem(path))
+    items = []
+    for line, record in [] if report.unreadable else _file_records(path, report):
+        if problem := _field_type_problem(record):
+            report.quarantine(line, "wrong_type", problem, row=record)
+        else:
+            items.append((line, _file_item(spec, line, record)))
+    good = keep_valid(items, report, kept, FILE_ANSWER_FORMATS, settings)
     return pd.DataFrame([item for _, item in good], columns=list(CORPUS_COLUMNS)), report
 
 
@@ -142,7 +152,7 @@ def benchmark_items(name: str, n_items: int, seed: int, path: str | Path | None 
     benchmark = get_benchmark(name)
     if benchmark.procedural:
         return build_procedural_benchmark(benchmark, n_items, seed)
-    if path is not None and (Path(path).is_file() or not hub_fallback):
+    if path is not None and (Path(path).exists() or not hub_fallback):
         return load_benchmark_file(benchmark, path)
     if hub_fallback:
         return load_hub_items(benchmark)

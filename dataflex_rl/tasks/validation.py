@@ -14,19 +14,24 @@ import json
 import math
 import numbers
 import tempfile
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Collection, Iterator, Mapping
 
 import pandas as pd
+import pyarrow
+import pyarrow.parquet
 
 from dataflex_rl.atomic import write_text
+from dataflex_rl.benchmarks.loaders import UNREADABLE_ROWS
 from dataflex_rl.formats import FORMATS
-from dataflex_rl.items import DOMAINS
+from dataflex_rl.items import DOMAINS, item_metadata, wrong_type
 
 # The reason codes a quarantined row can carry (docs/refusals.md shows an example and the detail text of each).
-REASONS = ("invalid_utf8", "malformed_json", "missing_prompt", "missing_answer", "duplicate_id", "duplicate_prompt",
-           "unknown_domain", "unknown_answer_format", "unparseable_answer", "prompt_too_long")
+REASONS = ("invalid_utf8", "malformed_json", "wrong_type", "missing_prompt", "missing_answer", "duplicate_id",
+           "duplicate_prompt", "duplicate_item", "unknown_domain", "unknown_answer_format", "unparseable_answer",
+           "prompt_too_long", "answer_too_long")
 
 # Formats a training corpus file may declare (config/schema.yaml lists the same): not `procedural`, whose scorer needs
 # the generators' metadata.
@@ -34,6 +39,12 @@ FILE_ANSWER_FORMATS = tuple(name for name, answer_format in FORMATS.items() if a
 CORPUS_MAX_QUARANTINE_FRACTION = 0.05
 # A benchmark that loses an item changes its denominator: by default any quarantined benchmark row fails the job.
 BENCHMARK_MAX_QUARANTINE_FRACTION = 0.0
+# Length caps (characters) of a row's prompt and gold answer, corpus files and benchmarks alike: far above every
+# procedural item and every item of the public real benchmark files (the longest: an OlympiadBench question of 4,415
+# characters, an OlympiadBench gold of 202), far below a runaway row (a 1 MB prompt makes the tokenizer build take
+# minutes).
+MAX_PROMPT_CHARS = 20_000
+MAX_ANSWER_CHARS = 2_000
 
 
 class DataValidationError(ValueError):
@@ -42,32 +53,45 @@ class DataValidationError(ValueError):
 
 @dataclass(frozen=True)
 class ValidationSettings:
-    """The quarantine threshold (a fraction of one file's rows), the config key that sets it, the prompt length cap."""
+    """The quarantine threshold (a fraction of one file's rows), the config key that sets it, the length caps, and
+    whether a benchmark may hold the same question twice."""
 
     max_quarantine_fraction: float
     threshold_key: str
     max_prompt_chars: int | None = None
+    max_answer_chars: int | None = None
+    allow_duplicates: bool = False
 
     @classmethod
     def for_corpus(cls, section: Mapping) -> "ValidationSettings":
         """From the config section `data_validation.corpus`."""
         return cls(section.get("max_quarantine_fraction", CORPUS_MAX_QUARANTINE_FRACTION),
-                   "data_validation.corpus.max_quarantine_fraction", section.get("max_prompt_chars"))
+                   "data_validation.corpus.max_quarantine_fraction", section.get("max_prompt_chars", MAX_PROMPT_CHARS),
+                   section.get("max_answer_chars", MAX_ANSWER_CHARS))
 
     @classmethod
     def for_benchmarks(cls, section: Mapping) -> "ValidationSettings":
         """From the config section `data_validation.benchmarks`."""
         return cls(section.get("max_quarantine_fraction", BENCHMARK_MAX_QUARANTINE_FRACTION),
-                   "data_validation.benchmarks.max_quarantine_fraction")
+                   "data_validation.benchmarks.max_quarantine_fraction",
+                   section.get("max_prompt_chars", MAX_PROMPT_CHARS), section.get("max_answer_chars", MAX_ANSWER_CHARS),
+                   section.get("allow_duplicates", False))
+
+
+class BenchmarkContentWarning(UserWarning):
+    """A benchmark that loads but may not measure what it should: repeated questions kept, or one gold answer
+    throughout (a policy that always gives it scores 100%)."""
 
 
 @dataclass
 class FileReport:
-    """One data file's tally: how many rows were read and which were quarantined, why."""
+    """One data file's tally: how many rows were read and which were quarantined, why; or why the file as a whole
+    could not be read (`unreadable`: what was expected and what was found)."""
 
     path: str
     rows_in: int = 0
     quarantined: list[dict] = field(default_factory=list)
+    unreadable: str | None = None
 
     def quarantine(self, line: int | None, reason: str, detail: str, row, item_id: str | None = None) -> None:
         assert reason in REASONS, reason
@@ -83,6 +107,52 @@ class FileReport:
     def summary(self) -> dict:
         return {"rows_in": self.rows_in, "rows_kept": self.rows_in - len(self.quarantined),
                 "rows_quarantined": len(self.quarantined), "quarantined_by_reason": self.by_reason()}
+
+
+_JSONL = "a JSONL file (UTF-8 text, one JSON object per line)"
+# Byte-order marks, UTF-32 before UTF-16 (whose mark begins UTF-32 little-endian's).
+_BYTE_ORDER_MARKS = ((b"\xff\xfe\x00\x00", "UTF-32 text"), (b"\x00\x00\xfe\xff", "UTF-32 text"),
+                     (b"\xff\xfe", "UTF-16 text"), (b"\xfe\xff", "UTF-16 text"))
+
+
+def _described(head: bytes) -> str:
+    """What the first bytes of a file look like: a parquet file, text (quoted), or binary data."""
+    if head.startswith(b"PAR1"):
+        return "a parquet file"
+    text = head.decode("utf-8", "ignore")
+    if b"\x00" not in head and "".join(text.split()).isprintable():
+        return f"text starting {text[:40]!r}"
+    return f"binary data starting {head[:16]!r}"
+
+
+def file_problem(path: Path) -> str | None:
+    """Why `path` cannot be read as the data file its suffix promises, or None: one line of the validation report
+    (what was expected, what was found, the fix) instead of a reader's traceback."""
+    expected = "a parquet file" if path.suffix == ".parquet" else _JSONL
+    if path.is_dir():
+        return f"expected {expected}, found a directory; give the path of the file itself"
+    if not path.is_file():
+        return f"expected {expected}, found nothing at this path"
+    if path.stat().st_size == 0:
+        return f"expected {expected}, found an empty file (0 bytes)"
+    with path.open("rb") as handle:
+        head = handle.read(64)
+    if path.suffix == ".parquet":
+        if not head.startswith(b"PAR1"):
+            return (f"expected {expected}, found {_described(head)}; write it as parquet, or give a JSONL file the "
+                    "suffix .jsonl")
+        try:
+            pyarrow.parquet.read_metadata(path)
+        except (pyarrow.ArrowException, OSError, ValueError) as error:
+            return f"expected {expected}, found one the parquet reader rejects ({error}); write it again"
+        return None
+    for mark, encoding in _BYTE_ORDER_MARKS:
+        if head.startswith(mark):
+            return f"expected {expected}, found {encoding} (byte-order mark {mark.hex(' ')}); save it as UTF-8"
+    if b"\x00" in head:
+        return (f"expected {expected}, found {_described(head)} (NUL bytes: UTF-16/32 text or a binary file); "
+                "save it as UTF-8 JSONL")
+    return None
 
 
 def read_jsonl(path: Path, report: FileReport) -> Iterator[tuple[int, dict]]:
@@ -112,16 +182,27 @@ def read_jsonl(path: Path, report: FileReport) -> Iterator[tuple[int, dict]]:
         yield number, record
 
 
+def _is_number(value) -> bool:
+    return isinstance(value, numbers.Number) and not isinstance(value, bool) and not math.isnan(value)
+
+
 def as_text(value) -> str | None:
     """A field's text: strings as they are, numbers written out (JSON golds are often numbers), else None."""
     if isinstance(value, str):
         return value
-    if isinstance(value, numbers.Number) and not isinstance(value, bool) and not math.isnan(value):
-        return str(value)
-    return None
+    return str(value) if _is_number(value) else None
 
 
-def item_problem(item: Mapping, formats: Collection[str], max_prompt_chars: int | None = None) -> tuple[str, str] | None:
+def text_type_problem(field: str, value) -> str | None:
+    """Why a text field's value is of the wrong type (a list, an object, a boolean), or None: text, a number, or a
+    missing value (null, NaN: quarantined as missing, not as a type)."""
+    if value is None or isinstance(value, str) or (isinstance(value, numbers.Number) and not isinstance(value, bool)):
+        return None
+    return wrong_type(field, value, "text or a number")
+
+
+def item_problem(item: Mapping, formats: Collection[str], max_prompt_chars: int | None = None,
+                 max_answer_chars: int | None = None) -> tuple[str, str] | None:
     """The first reason (code, detail) this item cannot be used, or None. `item` has text or None in prompt/answer."""
     if not (item["prompt"] or "").strip():
         return "missing_prompt", "the prompt is missing or empty"
@@ -133,6 +214,8 @@ def item_problem(item: Mapping, formats: Collection[str], max_prompt_chars: int 
         return "unknown_answer_format", f"answer_format {item['answer_format']!r}; use one of {', '.join(formats)}"
     if max_prompt_chars is not None and len(item["prompt"]) > max_prompt_chars:
         return "prompt_too_long", f"{len(item['prompt'])} characters > {max_prompt_chars}"
+    if max_answer_chars is not None and len(item["answer"]) > max_answer_chars:
+        return "answer_too_long", f"{len(item['answer'])} characters > {max_answer_chars}"
     problem = FORMATS[item["answer_format"]].gold_problem(item)
     return ("unparseable_answer", problem) if problem else None
 
@@ -158,11 +241,13 @@ class KeptRows:
 
 
 def keep_valid(items: list[tuple[int | None, dict]], report: FileReport, kept: KeptRows, formats: Collection[str],
-               max_prompt_chars: int | None = None) -> list[tuple[int | None, dict]]:
-    """The (line, item) pairs that pass every check, in order; each other one is quarantined with its reason."""
+               settings: ValidationSettings | None = None) -> list[tuple[int | None, dict]]:
+    """The (line, item) pairs that pass every check (the length caps of `settings` among them), in order; each other
+    one is quarantined with its reason."""
+    caps = (settings.max_prompt_chars, settings.max_answer_chars) if settings else ()
     good = []
     for line, item in items:
-        problem = item_problem(item, formats, max_prompt_chars) or kept.problem(item)
+        problem = item_problem(item, formats, *caps) or kept.problem(item)
         if problem:
             report.quarantine(line, *problem, row=item, item_id=item["id"])
             continue
@@ -172,6 +257,8 @@ def keep_valid(items: list[tuple[int | None, dict]], report: FileReport, kept: K
 
 
 def _failure(report: FileReport, settings: ValidationSettings, quarantine: str | None) -> str | None:
+    if report.unreadable:
+        return f"{report.path}: {report.unreadable}"
     summary = report.summary()
     counts = ", ".join(f"{reason} {n}" for reason, n in summary["quarantined_by_reason"].items()) or "none"
     inspect = f"; inspect {quarantine}" if quarantine else ""
@@ -222,21 +309,79 @@ def screened_jsonl(path: str | None, report: FileReport) -> Iterator[str | None]
         yield str(copy)
 
 
+def question_key(item: Mapping) -> str:
+    """What makes two benchmark items the same question: the prompt and the options (MMLU-Pro asks one question with
+    different option lists), with whitespace collapsed and case folded."""
+    return "\n".join(" ".join(str(text).split()).casefold()
+                     for text in [item["prompt"], *(item_metadata(item).get("options") or [])])
+
+
+def duplicate_items(rows: list[dict]) -> dict[int, str]:
+    """Position in `rows` -> the id of the first row asking the same question (question_key), for every later row."""
+    first: dict[str, str] = {}
+    duplicates = {}
+    for position, row in enumerate(rows):
+        key = question_key(row)
+        if key in first:
+            duplicates[position] = first[key]
+        else:
+            first[key] = row["id"]
+    return duplicates
+
+
+def _kept_duplicates(name: str, duplicates: dict[int, str], settings: ValidationSettings) -> str | None:
+    if settings.allow_duplicates and duplicates:
+        return (f"benchmark {name!r}: {len(duplicates)} item(s) repeat an earlier question and are kept "
+                "(data_validation.benchmarks.allow_duplicates: true); each counts in the denominator")
+    return None
+
+
+def _identical_golds(name: str, rows: list[dict]) -> str | None:
+    golds = {row["answer"] for row in rows}
+    if len(rows) > 1 and len(golds) == 1:
+        return (f"benchmark {name!r}: all {len(rows)} gold answers are {golds.pop()!r}; a policy that always answers "
+                "that scores 100% — check the file's answer column")
+    return None
+
+
 def validated_benchmark_items(load: Callable[[str | None], pd.DataFrame], name: str, path: str | None,
                               settings: ValidationSettings, quarantine: str | None) -> tuple[pd.DataFrame, dict]:
-    """Benchmark items as `load(path)` returns them, less quarantined rows; and the audit. Unreadable JSONL lines are
-    quarantined before the loader sees the file (by line number); the loaded rows are then checked one by one and
-    quarantined by id (a loader may filter or reorder the file's lines, so a loaded row has no line number)."""
+    """Benchmark items as `load(path)` returns them, less quarantined rows; and the audit. A file that cannot be read
+    at all fails first; unreadable JSONL lines are quarantined before the loader sees the file (by line number); the
+    rows the loader could not read (a field of the wrong type) and the loaded rows that fail a check or repeat an
+    earlier question are then quarantined by id (a loader may filter or reorder the file's lines, so a loaded row has
+    no line number). Repeated questions are kept, and counted in the audit, under `allow_duplicates`; identical gold
+    answers throughout are a warning, in the audit and the log."""
     report = FileReport(path or name)
+    if path is not None and Path(path).exists():
+        report.unreadable = file_problem(Path(path))
+        if report.unreadable:
+            settle([report], settings, quarantine)
     with screened_jsonl(path, report) as readable:
         if report.quarantined and len(report.quarantined) == report.rows_in:
             settle([report], settings, quarantine)  # every line unreadable: fails before the loader sees no rows
         items = load(readable)
+    for row in items.attrs.pop(UNREADABLE_ROWS, []):
+        report.quarantine(None, "wrong_type", f"source row {row['source_index']}: {row['detail']}", row["row"])
     report.rows_in = len(report.quarantined) + len(items)
     rows = items.to_dict("records")
     for row in rows:
         row["prompt"], row["answer"] = as_text(row["prompt"]), as_text(row["answer"])
-    kept = keep_valid([(None, row) for row in rows], report, KeptRows(), tuple(FORMATS))
+    kept = [row for _, row in keep_valid([(None, row) for row in rows], report, KeptRows(), tuple(FORMATS), settings)]
+    duplicates = duplicate_items(kept)
+    if not settings.allow_duplicates:
+        for position, first_id in duplicates.items():
+            report.quarantine(None, "duplicate_item", f"the same question as item {first_id!r} (whitespace and case "
+                              "aside); remove it, or set data_validation.benchmarks.allow_duplicates: true",
+                              row=kept[position], item_id=kept[position]["id"])
+        kept = [row for position, row in enumerate(kept) if position not in duplicates]
     audit = {"benchmark": name, **settle([report], settings, quarantine)}
-    kept_rows = {id(row) for _, row in kept}
+    notes = [note for note in (_kept_duplicates(name, duplicates, settings), _identical_golds(name, kept)) if note]
+    if settings.allow_duplicates and duplicates:
+        audit["duplicate_items_kept"] = len(duplicates)
+    if notes:  # only then: a clean benchmark's audit stays as it was
+        audit["warnings"] = notes
+    for note in notes:
+        warnings.warn(note, BenchmarkContentWarning, stacklevel=2)
+    kept_rows = {id(row) for row in kept}
     return items[[id(row) in kept_rows for row in rows]].reset_index(drop=True), audit
