@@ -10,13 +10,16 @@ lists every refusal. Nothing here imports torch.
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
+from string import Formatter
 from typing import Any, Mapping
 
 from dataflex_rl.policies.catalogue import CATALOGUE, StudyShape
 from dataflex_rl.backends.base import get_backend
 from dataflex_rl.benchmarks.registry import REGISTRY
 from dataflex_rl.layout import UNTRAINED
+from dataflex_rl.tasks.prompting import render_prompt
 
 # Where a misplaced key belongs, for keys a study is likely to put in the wrong section.
 _KEY_HINTS = {
@@ -46,6 +49,7 @@ def schema_errors(config: Mapping[str, Any], schema: Mapping[str, Any]) -> list[
     from jsonschema.validators import validator_for
 
     validator = validator_for(schema)(schema)
+    name_rule = schema.get("$defs", {}).get("name")  # the study's, the models' and the methods' names
     errors = []
     for error in sorted(validator.iter_errors(config), key=lambda e: [str(p) for p in e.absolute_path]):
         where = _path(error.absolute_path)
@@ -59,7 +63,7 @@ def schema_errors(config: Mapping[str, Any], schema: Mapping[str, Any]) -> list[
         elif error.validator == "required":
             missing = error.message.split("'")[1]
             errors.append(f"{_path([*error.absolute_path, missing])}: required key is missing; add it")
-        elif "propertyNames" in error.schema_path:
+        elif error.schema is name_rule:
             errors.append(f"{where}: the name {error.instance!r} is not allowed; it becomes a path and a wildcard "
                           f"value, so use letters, digits and '_', '.', '+', '-' (starting with a letter or digit)")
         else:
@@ -245,12 +249,59 @@ def records_errors(config: Mapping[str, Any], workdir: Path) -> list[str]:
     return [f"records_file: {path!r} {problem} (relative to {str(workdir)!r}); fix the path"] if problem else []
 
 
+# --- the prompt template ---------------------------------------------------------------------------------------------
+
+_SAMPLE_QUESTION = "What is 17 + 25?"
+_LITERAL_BRACES = "use {{ and }} for a literal brace"
+
+
+def _field_name(field: str) -> str:
+    """The name a replacement field looks up: `question` of `{question[0]}` and `{question.x}`."""
+    return re.match(r"[^.\[]*", field).group()
+
+
+def _placeholder_problem(field: str) -> str | None:
+    """Why `{field}` is not the one placeholder the pipeline fills (`{question}`, by name, the whole question)."""
+    name = _field_name(field)
+    if name == "question":
+        return None if name == field else (f"{{{field}}} reads an attribute or item of the question, not the question; "
+                                           f"write {{question}}")
+    if name == "" or name.isdigit():
+        return (f"positional placeholder {{{field}}}: the template is filled by name with the question only; write "
+                f"{{question}}, or {_LITERAL_BRACES}")
+    return (f"unknown placeholder {{{field}}}: only {{question}} is filled (the model writes the answer); remove it, "
+            f"or {_LITERAL_BRACES}")
+
+
+def template_errors(config: Mapping[str, Any]) -> list[str]:
+    """`prompt_template` parsed and rendered once against a sample question, with the renderer the jobs use."""
+    template = config.get("prompt_template")
+    if template is None:
+        return []
+    try:
+        fields = [field for _, field, _, _ in Formatter().parse(template) if field is not None]
+    except ValueError as error:
+        return [f"prompt_template: {template!r} is not a valid template ({error}): braces mark the {{question}} "
+                f"placeholder — {_LITERAL_BRACES}"]
+    problems = [problem for field in fields if (problem := _placeholder_problem(field))]
+    if not any(_field_name(field) == "question" for field in fields):
+        problems.append(f"{template!r} has no {{question}} placeholder ({{{{question}}}} is literal text), so no "
+                        f"prompt would show its question; write {{question}} where the question goes")
+    if not problems:
+        try:
+            render_prompt(_SAMPLE_QUESTION, template)
+        except (ValueError, TypeError, KeyError) as error:
+            problems = [f"{template!r} fails when rendered with a sample question ({type(error).__name__}: {error}); "
+                        f"the question is text — write {{question}} without a format spec or conversion"]
+    return [f"prompt_template: {problem}" for problem in problems]
+
+
 def semantic_errors(config: Mapping[str, Any], workdir: str | Path = ".") -> list[str]:
     """Every problem a schema cannot see, each naming the key, the bad value and the fix. Paths are resolved against
     `workdir` (the workflow's working directory)."""
     workdir = Path(workdir)
     return (method_errors(config) + data_errors(config, workdir) + model_errors(config, workdir)
-            + training_errors(config) + records_errors(config, workdir))
+            + training_errors(config) + records_errors(config, workdir) + template_errors(config))
 
 
 # --- resources ------------------------------------------------------------------------------------------------------

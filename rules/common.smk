@@ -8,16 +8,19 @@ from snakemake.utils import validate
 from dataflex_rl import layout
 from dataflex_rl.backends.base import get_backend
 from dataflex_rl.config_checks import config_errors, resource_errors
+from dataflex_rl.duplicate_keys import duplicate_key_errors
 from dataflex_rl.plan import hub_benchmarks, matrix_summary, planned_jobs
 from dataflex_rl.records import PROVENANCE_PACKAGES
 from dataflex_rl.report.outputs import figure_paths, table_paths
 from dataflex_rl.study import Study
 
-# Refuse a bad config before any job is planned: the schema with messages that name the key and the fix, then the
-# checks a schema cannot express (dataflex_rl/config_checks.py; every refusal is listed in docs/refusals.md). Paths in
-# the config are relative to the working directory (--directory).
+# Refuse a bad config before any job is planned: first a key given twice in a config file (Snakemake's loader kept the
+# last one silently), then the schema with messages that name the key and the fix, then the checks a schema cannot
+# express (dataflex_rl/config_checks.py; every refusal is listed in docs/refusals.md). Paths in the config are
+# relative to the working directory (--directory).
 _SCHEMA = yaml.safe_load((Path(workflow.basedir) / "config/schema.yaml").read_text())
-_errors = config_errors(config, _SCHEMA, Path.cwd())
+_errors = [error for path in workflow.configfiles for error in duplicate_key_errors(path)]
+_errors = _errors or config_errors(config, _SCHEMA, Path.cwd())
 if _errors:
     raise ValueError(f"invalid configuration ({len(_errors)} problem(s)):\n  - " + "\n  - ".join(_errors))
 validate(config, schema="../config/schema.yaml")

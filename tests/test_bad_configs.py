@@ -20,6 +20,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
+SMOKE_LINES = yaml.safe_dump(SMOKE).splitlines()  # the text each case's config.yaml is written as
 SLURM = ["--profile", str(REPO / "profiles/slurm")]
 
 
@@ -29,6 +30,25 @@ class Case:
     change: Callable[[dict, Path], None]
     expected: tuple[str, ...]  # the key, the bad value, the gist of the fix: all must appear in the output
     args: tuple[str, ...] = field(default=())
+    text: Callable[[str], str] | None = None  # an edit of the config file's text, for what a dict cannot hold
+
+
+def _unchanged(config, workdir):
+    pass
+
+
+def _line(prefix: str, after: int = 0) -> int:
+    """The 1-based number of the first line of the smoke config's text that starts with `prefix`, after line `after`."""
+    return next(number for number, line in enumerate(SMOKE_LINES, 1) if number > after and line.startswith(prefix))
+
+
+def _insert_after(line: int, lines: str):
+    """A text edit: `lines` inserted after line `line` of the config file."""
+    def edit(text):
+        before = text.splitlines(keepends=True)
+        return "".join(before[:line]) + lines + "".join(before[line:])
+
+    return edit
 
 
 def _set(dotted: str, value):
@@ -80,6 +100,13 @@ def _real_benchmark(path: str, content: str | None, hub_fallback: bool = False):
         if content is not None:
             (workdir / path).parent.mkdir(parents=True, exist_ok=True)
             (workdir / path).write_text(content)
+
+    return change
+
+
+def _rename_model(old: str, new: str):
+    def change(config, workdir):
+        config["models"][new] = config["models"].pop(old)
 
     return change
 
@@ -175,6 +202,83 @@ CASES = [
          ("methods.untrained: the name 'untrained' is reserved",)),
     Case("method name that cannot be a path", _method("soft/max", {"policy": "softmax", "control": "baseline"}),
          ("methods: the name 'soft/max' is not allowed",)),
+    # names that become paths stay below results/ and logs/
+    Case("study name climbing out of results", _set("study", "../../x"), ("study: the name '../../x' is not allowed",)),
+    Case("absolute study name", _set("study", "/tmp/study"), ("study: the name '/tmp/study' is not allowed",)),
+    Case("hidden study name", _set("study", ".smoke"), ("study: the name '.smoke' is not allowed",)),
+    Case("model name with a separator", _rename_model("tiny-qwen2", "tiny/qwen2"),
+         ("models: the name 'tiny/qwen2' is not allowed", "use letters, digits and '_', '.', '+', '-'")),
+    Case("model name '..'", _rename_model("tiny-qwen2", ".."), ("models: the name '..' is not allowed",)),
+    # the prompt template, rendered once against a sample question
+    Case("template with an answer placeholder", _set("prompt_template", "{question}\nAnswer: {answer}"),
+         ("prompt_template: unknown placeholder {answer}: only {question} is filled",
+          "use {{ and }} for a literal brace")),
+    Case("template with a positional placeholder", _set("prompt_template", "{0}. {question}\nAnswer:"),
+         ("prompt_template: positional placeholder {0}: the template is filled by name",)),
+    Case("template with empty braces", _set("prompt_template", "{question}\nPut the answer in \\boxed{}."),
+         ("prompt_template: positional placeholder {}:", "use {{ and }} for a literal brace")),
+    Case("template with a stray closing brace", _set("prompt_template", "{question}\nAnswer: }"),
+         ("prompt_template: '{question}\\nAnswer: }' is not a valid template (Single '}' encountered in format string)",
+          "use {{ and }} for a literal brace")),
+    Case("template with a lone opening brace", _set("prompt_template", "{question}\nAnswer: {"),
+         ("prompt_template: '{question}\\nAnswer: {' is not a valid template (Single '{' encountered in format string)",
+          )),
+    Case("template with an unclosed placeholder", _set("prompt_template", "Q: {question\nAnswer:"),
+         ("prompt_template: 'Q: {question\\nAnswer:' is not a valid template (unmatched '{' in format spec)",)),
+    Case("template with a numeric format spec", _set("prompt_template", "{question:d}\nAnswer:"),
+         ("prompt_template: '{question:d}\\nAnswer:' fails when rendered with a sample question (ValueError: Unknown "
+          "format code 'd' for object of type 'str')", "without a format spec or conversion")),
+    Case("template with an unknown conversion", _set("prompt_template", "{question!z}\nAnswer:"),
+         ("prompt_template: '{question!z}\\nAnswer:' fails when rendered with a sample question (ValueError: Unknown "
+          "conversion specifier z)",)),
+    Case("template indexing the question", _set("prompt_template", "{question[0]}\nAnswer:"),
+         ("prompt_template: {question[0]} reads an attribute or item of the question",)),
+    Case("template reading an attribute", _set("prompt_template", "{question.title}\nAnswer:"),
+         ("prompt_template: {question.title} reads an attribute or item of the question",)),
+    Case("template whose question is literal text", _set("prompt_template", "{{question}}\nAnswer:"),
+         ("prompt_template: '{{question}}\\nAnswer:' has no {question} placeholder",)),
+    # shapes the Qwen2 model cannot run
+    Case("more key-value heads than attention heads",
+         _set("models.tiny-qwen2.shape", {**SMOKE["models"]["tiny-qwen2"]["shape"], "num_key_value_heads": 4}),
+         ("models.tiny-qwen2.shape.num_key_value_heads 4 does not divide models.tiny-qwen2.shape.num_attention_heads 2",
+          "one of [1, 2]")),
+    Case("key-value heads not dividing the attention heads",
+         _set("models.tiny-qwen2.shape", {**SMOKE["models"]["tiny-qwen2"]["shape"], "hidden_size": 48,
+                                          "num_attention_heads": 6, "num_key_value_heads": 4}),
+         ("models.tiny-qwen2.shape.num_key_value_heads 4 does not divide models.tiny-qwen2.shape.num_attention_heads 6",
+          "one of [1, 2, 3, 6]")),
+    Case("hidden size not a multiple of the heads",
+         _set("models.tiny-qwen2.shape", {**SMOKE["models"]["tiny-qwen2"]["shape"], "hidden_size": 36,
+                                          "num_attention_heads": 8}),
+         ("models.tiny-qwen2.shape.hidden_size 36 is not a multiple of models.tiny-qwen2.shape.num_attention_heads 8",
+          "use hidden_size 32 or 48")),
+    Case("odd head dimension", _set("models.tiny-qwen2.shape.hidden_size", 30),
+         ("models.tiny-qwen2.shape.hidden_size 30 / models.tiny-qwen2.shape.num_attention_heads 2 = 15 dimensions per "
+          "head, an odd number", "use hidden_size 28 or 32")),
+    Case("default heads with an odd head dimension", _set("models.tiny-qwen2.shape", {"hidden_size": 36}),
+         ("models.tiny-qwen2.shape.hidden_size 36 / models.tiny-qwen2.shape.num_attention_heads 4 (the default) = 9",)),
+    # keys given twice in the config file, which YAML resolves silently
+    Case("two training blocks", _unchanged, (
+        "duplicate key 'training' at lines",
+        f"config.yaml: duplicate key 'training' at lines {_line('training:')} and {len(SMOKE_LINES) + 1}: YAML keeps "
+        f"only the last one and silently drops the first",),
+         text=lambda text: text + "training: {steps: 30, prompts_per_step: 4, rollouts: 5}\n"),
+    Case("a training key given twice", _unchanged, (
+        "duplicate key 'training.rollouts' at lines",
+        f"config.yaml: duplicate key 'training.rollouts' at lines {_line('training:') + 1} and "
+        f"{_line('  rollouts:', _line('training:')) + 1}",),
+         text=_insert_after(_line("training:"), "  rollouts: 8\n")),
+    Case("a shape key given twice", _unchanged, (
+        "duplicate key 'models.tiny-qwen2.shape.num_attention_heads' at lines",
+        f"config.yaml: duplicate key 'models.tiny-qwen2.shape.num_attention_heads' at lines {_line('    shape:') + 1} "
+        f"and {_line('      num_attention_heads:') + 1}",),
+         text=_insert_after(_line("    shape:"), "      num_attention_heads: 4\n")),
+    Case("a method defined twice", _unchanged, (
+        "duplicate key 'methods.softmax' at lines",
+        f"config.yaml: duplicate key 'methods.softmax' at lines {_line('methods:') + 1} and {_line('  softmax:') + 1}",
+        "keep one (merge them if both are sections)"),
+         text=_insert_after(_line("methods:"), "  softmax: {policy: softmax, params: {temperature: 0.5}, "
+                                                "control: baseline}\n")),
 ]
 
 
@@ -183,7 +287,8 @@ def _dry_run(case: Case, root: Path) -> subprocess.CompletedProcess:
     workdir.mkdir()
     config = copy.deepcopy(SMOKE)
     case.change(config, workdir)
-    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
+    text = yaml.safe_dump(config)
+    (workdir / "config.yaml").write_text(case.text(text) if case.text else text)
     return subprocess.run(
         [sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--snakefile", str(REPO / "Snakefile"),
          "--directory", str(workdir), "--configfile", str(workdir / "config.yaml"), *case.args],
@@ -232,3 +337,34 @@ def test_the_smoke_config_itself_passes_and_its_summary_counts_the_planned_jobs(
     planned = {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)\s*$", stats, re.MULTILINE)}
     assert summarised == {rule: n for rule, n in planned.items() if rule not in ("all", "total")}
     assert summarised["train"] == 8 and summarised["score"] == 9
+
+
+def test_templates_that_render_are_accepted_and_literal_braces_stay_literal():
+    """Doubled braces are literal braces, and a format spec or conversion that renders is the author's choice."""
+    from dataflex_rl.config_checks import template_errors
+    from dataflex_rl.tasks.prompting import render_prompt
+
+    for template in ("{question}\nAnswer:", "Q: {question}\nPut it in \\boxed{{}}.\nA:", "{{{question}}}",
+                     "{question!r}", "{question:>3}", "{question} or {question}"):
+        assert template_errors({"prompt_template": template}) == [], template
+    assert render_prompt("2+2?", "Q: {question}\nPut it in \\boxed{{}}.") == "Q: 2+2?\nPut it in \\boxed{}."
+    assert render_prompt("x", "{{{question}}}") == "{x}"
+
+
+def _written_paths(output: str) -> list[str]:
+    """Every output, log and timing file of the jobs a `snakemake -n` lists."""
+    return [path for match in re.finditer(r"^    (?:output|log|benchmark): (.+)$", output, re.MULTILINE)
+            for path in match[1].split(", ")]
+
+
+@pytest.mark.parametrize("args", [("--configfile", "config/smoke.yaml"),
+                                  ("--configfile", "config/paper.yaml", *SLURM)], ids=["smoke", "paper"])
+def test_every_path_a_study_writes_stays_under_results_or_logs(args):
+    result = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--snakefile",
+                             str(REPO / "Snakefile"), *args], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    paths = _written_paths(result.stdout + result.stderr)
+    assert len(paths) > 100  # every job's outputs and logs were read
+    outside = [path for path in paths if Path(path).is_absolute() or ".." in Path(path).parts
+               or Path(path).parts[0] not in ("results", "logs")]
+    assert outside == []

@@ -11,6 +11,36 @@ from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.sections import filled
 
 
+def shape_errors(key: str, section: Mapping[str, Any]) -> list[str]:
+    """What the Qwen2 model (transformers' modeling_qwen2) needs of its shape and does not check itself: grouped-query
+    attention shares each key-value head among num_attention_heads / num_key_value_heads query heads (repeat_kv); each
+    head gets hidden_size // num_attention_heads dimensions, silently floored; and rotary embeddings rotate pairs of
+    them (rotate_half), which an odd head dimension breaks in the first forward pass."""
+    shape = filled(ModelShape, section)
+
+    def named(field: str) -> str:
+        return f"{key}.{field} {getattr(shape, field)}" + ("" if field in section else " (the default)")
+
+    heads, kv_heads, hidden = shape.num_attention_heads, shape.num_key_value_heads, shape.hidden_size
+    pair = 2 * heads  # a hidden_size that is a multiple of this gives every head an even dimension
+    fits = " or ".join(str(size) for size in sorted({hidden // pair * pair, (hidden // pair + 1) * pair} - {0}))
+    errors = []
+    if heads % kv_heads:
+        divisors = [d for d in range(1, heads + 1) if heads % d == 0]
+        errors.append(f"{named('num_key_value_heads')} does not divide {named('num_attention_heads')}: grouped-query "
+                      f"attention shares each key-value head among the same number of query heads; set "
+                      f"num_key_value_heads to one of {divisors}")
+    if hidden % heads:
+        errors.append(f"{named('hidden_size')} is not a multiple of {named('num_attention_heads')}: each attention "
+                      f"head gets hidden_size / num_attention_heads dimensions (an even number); use hidden_size "
+                      f"{fits}")
+    elif (hidden // heads) % 2:
+        errors.append(f"{named('hidden_size')} / {named('num_attention_heads')} = {hidden // heads} dimensions per "
+                      f"head, an odd number: rotary position embeddings rotate pairs of dimensions; use hidden_size "
+                      f"{fits}")
+    return errors
+
+
 class EmbeddedBackend:
     name = "embedded"
     conda_env = "../envs/cpu.yaml"
@@ -21,10 +51,11 @@ class EmbeddedBackend:
                 "warmup": asdict(filled(WarmupSettings, entry.get("warmup")))}
 
     def config_errors(self, key: str, entry: Mapping[str, Any], workdir: Path, records_only: bool) -> list[str]:
+        errors = shape_errors(f"{key}.shape", entry.get("shape") or {})
         if "path" in entry:
-            return [f"{key}.path: {entry['path']!r} — the embedded backend builds its model from `shape` and `warmup` "
-                    f"and reads no path; remove it or set `backend: verl`"]
-        return []
+            errors.insert(0, f"{key}.path: {entry['path']!r} — the embedded backend builds its model from `shape` and "
+                             f"`warmup` and reads no path; remove it or set `backend: verl`")
+        return errors
 
     def train_resource_errors(self, training: Mapping[str, Any], resources: Mapping[str, Any]) -> list[str]:
         return []
