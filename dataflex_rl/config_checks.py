@@ -10,6 +10,7 @@ lists every refusal. Nothing here imports torch.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from pathlib import Path
 from string import Formatter
@@ -19,6 +20,9 @@ from dataflex_rl.policies.catalogue import CATALOGUE, StudyShape
 from dataflex_rl.backends.base import get_backend
 from dataflex_rl.benchmarks.registry import REGISTRY
 from dataflex_rl.layout import UNTRAINED
+from dataflex_rl.recipe import GRPOSettings
+from dataflex_rl.sections import filled
+from dataflex_rl.study import EvaluationSettings
 from dataflex_rl.tasks.prompting import render_prompt
 
 # Where a misplaced key belongs, for keys a study is likely to put in the wrong section.
@@ -310,19 +314,79 @@ _LIMITS = (("gpu", "gpus_per_node", "GPUs"), ("cpus_per_task", "cpus_per_node", 
            ("mem_mb", "mem_mb_per_node", "MB of memory"), ("runtime", "max_runtime", "minutes"))
 
 
-def resource_errors(config: Mapping[str, Any], resources: Mapping[str, Mapping[str, Any]]) -> list[str]:
+def corpus_rows_bound(config: Mapping[str, Any], workdir: Path, needed: int) -> tuple[int, str] | None:
+    """At most how many rows the training corpus can have, and how that bound is made up — or None where a corpus
+    file cannot be counted (its own checks report it). A procedural source draws its share of its domain's
+    `items_per_domain` (rounded up) before exact duplicates are dropped, so their sum bounds the corpus from above;
+    the corpus files are counted (JSONL lines, parquet metadata) only when the sources alone are fewer than `needed`,
+    before their rows are validated."""
+    corpus = config["corpus"]
+    sources = [REGISTRY[name] for name in corpus["sources"] if name in REGISTRY]
+    per_domain = {}
+    for source in sources:
+        per_domain.setdefault(source.domain, []).append(source)
+    rows = sum(len(group) * math.ceil(corpus["items_per_domain"] / len(group)) for group in per_domain.values())
+    parts = [f"corpus.items_per_domain {corpus['items_per_domain']} over {len(per_domain)} domain(s) of "
+             f"corpus.sources: {rows}"]
+    for index, entry in enumerate(corpus.get("files") or []):
+        if rows >= needed:
+            break
+        count = _file_rows(workdir / entry["path"])
+        if count is None:
+            return None
+        rows += count
+        parts.append(f"corpus.files[{index}] {entry['path']!r}: {count}")
+    return rows, "; ".join(parts)
+
+
+def _file_rows(path: Path) -> int | None:
+    """Rows of a corpus file before validation: JSONL non-blank lines, parquet row count from its metadata."""
+    try:
+        if path.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            return pq.ParquetFile(path).metadata.num_rows
+        with open(path, "rb") as handle:
+            return sum(1 for line in handle if line.strip())
+    except (OSError, ValueError):
+        return None
+
+
+def corpus_size_errors(config: Mapping[str, Any], workdir: Path) -> list[str]:
+    prompts = config["training"]["prompts_per_step"]
+    bound = corpus_rows_bound(config, workdir, prompts)
+    if bound is None or prompts <= bound[0]:
+        return []
+    rows, made_of = bound
+    return [f"training.prompts_per_step: {prompts} > the training corpus's {rows} rows at most ({made_of}; before "
+            f"exact duplicates are dropped): a step would draw the same prompt more than once — lower "
+            f"training.prompts_per_step to at most {rows}, or raise corpus.items_per_domain or add corpus.files"]
+
+
+def resource_errors(config: Mapping[str, Any], resources: Mapping[str, Mapping[str, Any]],
+                    workdir: str | Path = ".") -> list[str]:
     """Problems with the resource requests of the rules that have jobs: `resources` maps a rule to its effective
     values (threads, gpu, cpus_per_task, mem_mb, runtime, slurm_partition, nodes; absent where unset), as Snakemake
     merged them from the rule, the profile's default-resources/set-resources/set-threads and the command line.
 
-    - what the models' backends require of a training job (`train_resource_errors`; verl: the responses of a step
+    - a training batch larger than the corpus (`corpus_size_errors`; corpus files resolved against `workdir`);
+    - what each model's backend requires of its train and score jobs (`train_resource_errors`,
+      `score_resource_errors`; embedded: the estimated peak memory within `mem_mb`; verl: the responses of a step
       divide evenly over its GPUs);
     - a job asking for fewer CPUs than its threads;
     - with `cluster.partitions`: a job's partition must be one of them and its request within the partition's limits.
     """
-    errors = []
-    for backend in sorted({entry["backend"] for entry in config["models"].values()}):
-        errors += get_backend(backend).train_resource_errors(config["training"], resources.get("train", {}))
+    training = filled(GRPOSettings, config["training"])
+    evaluation = filled(EvaluationSettings, config.get("evaluation"))
+    errors = corpus_size_errors(config, Path(workdir)) if "train" in resources else []
+    for model, entry in config["models"].items():
+        backend = get_backend(entry["backend"])
+        if "train" in resources:
+            errors += backend.train_resource_errors(f"models.{model}", entry, training, resources["train"])
+        if "score" in resources:
+            errors += backend.score_resource_errors(f"models.{model}", entry, evaluation.batch_size,
+                                                    evaluation.max_new_tokens, resources["score"])
+    errors = list(dict.fromkeys(errors))  # a backend's check that reads no model entry says it once
     for rule, values in resources.items():
         threads, cpus = values.get("threads"), values.get("cpus_per_task")
         if threads and cpus and int(cpus) < int(threads):

@@ -202,7 +202,7 @@ def check_resources_and_summarise():
     """Refuse resource requests that cannot run (config_checks.resource_errors), then print the matrix summary."""
     jobs = planned_jobs(STUDY)
     resources = {rule: rule_resources(rule) for rule, count in jobs.items() if count}
-    errors = [] if STUDY.records_file else resource_errors(config, resources)
+    errors = [] if STUDY.records_file else resource_errors(config, resources, Path.cwd())
     if errors:
         raise ValueError(f"invalid resources ({len(errors)} problem(s)):\n  - " + "\n  - ".join(errors))
     print(matrix_summary(STUDY, config, jobs, resources, HUB_BENCHMARKS), file=sys.stderr)

@@ -111,6 +111,18 @@ def _rename_model(old: str, new: str):
     return change
 
 
+def _corpus_file(path: str, rows: int, items_per_domain: int):
+    """A corpus of `items_per_domain` plus a JSONL corpus file of `rows` rows (and a blank line, which is no row)."""
+    def change(config, workdir):
+        config["corpus"]["items_per_domain"] = items_per_domain
+        config["corpus"]["files"] = [{"path": path, "domain": "math", "answer_format": "exact"}]
+        (workdir / path).parent.mkdir(parents=True, exist_ok=True)
+        lines = [f'{{"prompt": "What is {i} + 1?", "answer": "{i + 1}"}}' for i in range(rows)]
+        (workdir / path).write_text("\n".join(lines) + "\n\n")
+
+    return change
+
+
 def _drop_control(method: str):
     def change(config, workdir):
         config["methods"][method].pop("control")
@@ -198,6 +210,28 @@ CASES = [
     Case("fewer CPUs than threads", _set("threads_per_job", 4),
          ("resources of rule train: cpus_per_task=2 < threads=4",),
          args=("--set-resources", "train:cpus_per_task=2")),
+    # The smoke corpus: 60 items per domain over 5 math, 4 logic and 3 science sources (12 + 15 + 20 each, rounded
+    # up) — at most 180 rows; at 10 per domain: 5 × 2 + 4 × 3 + 3 × 4 = 34.
+    Case("prompts per step above the corpus", _set("training.prompts_per_step", 181),
+         ("training.prompts_per_step: 181 > the training corpus's 180 rows at most",
+          "lower training.prompts_per_step to at most 180")),
+    Case("prompts per step above the corpus and its file",
+         _all(_corpus_file("data/extra.jsonl", rows=5, items_per_domain=10), _set("training.prompts_per_step", 40)),
+         ("training.prompts_per_step: 40 > the training corpus's 39 rows at most",
+          "corpus.sources: 34; corpus.files[0] 'data/extra.jsonl': 5")),
+    # The smoke model's estimates (dataflex_rl/backends/embedded/memory.py): train 576 MB, score 787 MB.
+    Case("train memory below the estimate", lambda config, workdir: None,
+         ("resources of rule train: mem_mb=500 is below the estimated peak memory of a train job, 576 MB, for "
+          "models.tiny-qwen2", "training.prompts_per_step 4 × training.rollouts 5", "train:mem_mb="),
+         args=("--set-resources", "train:mem_mb=500")),
+    Case("score memory below the estimate", lambda config, workdir: None,
+         ("resources of rule score: mem_mb=700 is below the estimated peak memory of a score job, 787 MB, for "
+          "models.tiny-qwen2", "evaluation.batch_size 64", "lower evaluation.batch_size"),
+         args=("--set-resources", "score:mem_mb=700")),
+    Case("score batch of long prompts above the Slurm profile's memory",
+         _all(_set("models.tiny-qwen2.shape.max_position_embeddings", 4096), _set("evaluation.batch_size", 512)),
+         ("resources of rule score: mem_mb=64000 is below the estimated peak memory of a score job, 76094 MB",
+          "prompts up to max_position_embeddings 4096 tokens"), args=tuple(SLURM)),
     Case("reserved method name", _method("untrained", {"policy": "baseline"}),
          ("methods.untrained: the name 'untrained' is reserved",)),
     Case("method name that cannot be a path", _method("soft/max", {"policy": "softmax", "control": "baseline"}),
@@ -321,6 +355,15 @@ def test_bad_config_is_refused_at_dry_run_naming_the_key(dry_runs, case):
     for text in case.expected:
         assert text in output, f"{text!r} not in:\n{output[-3000:]}"
     assert "Building DAG of jobs" not in output  # refused while parsing, before any job is planned
+
+
+def test_resources_that_just_fit_pass(tmp_path):
+    """A batch of the corpus's whole bound (180 prompts) and mem_mb at the estimates themselves (train 3895 MB at 180
+    prompts, score 787 MB) are not refused."""
+    result = _dry_run(Case("fits", _set("training.prompts_per_step", 180), (),
+                           args=("--set-resources", "train:mem_mb=3895", "score:mem_mb=787")), tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "invalid resources" not in result.stderr
 
 
 def test_the_smoke_config_itself_passes_and_its_summary_counts_the_planned_jobs(tmp_path):

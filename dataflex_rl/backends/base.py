@@ -36,8 +36,15 @@ class Backend(Protocol):
     def config_errors(self, key: str, entry: Mapping[str, Any], workdir: Path, records_only: bool) -> list[str]:
         """Why a `models.<m>` entry (at config key `key`) cannot run on this backend, each naming the key and fix."""
 
-    def train_resource_errors(self, training: Mapping[str, Any], resources: Mapping[str, Any]) -> list[str]:
-        """Why a train job with these `training` settings cannot run with its merged `resources` on this backend."""
+    def train_resource_errors(self, key: str, entry: Mapping[str, Any], training: GRPOSettings,
+                              resources: Mapping[str, Any]) -> list[str]:
+        """Why a train job of model `entry` (at config key `key`) with these `training` settings cannot run with its
+        merged `resources` on this backend."""
+
+    def score_resource_errors(self, key: str, entry: Mapping[str, Any], batch_size: int, max_new_tokens: int,
+                              resources: Mapping[str, Any]) -> list[str]:
+        """Why a score job of model `entry`, decoding `batch_size` prompts at a time (evaluation.batch_size) up to
+        `max_new_tokens`, cannot run with its merged `resources` on this backend."""
 
     def build_base_model(self, model: Mapping[str, Any], *, corpus, out_dir, template: str, threads: int) -> None:
         ...

@@ -2,10 +2,12 @@
 embedded sampler. Torch is imported only when a job runs, so the registry stays light for the dry run."""
 from __future__ import annotations
 
+import math
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Mapping
 
+from dataflex_rl.backends.embedded.memory import parameter_count, score_peak_mb, train_peak_mb
 from dataflex_rl.backends.embedded.settings import ModelShape, WarmupSettings
 from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.sections import filled
@@ -41,6 +43,22 @@ def shape_errors(key: str, section: Mapping[str, Any]) -> list[str]:
     return errors
 
 
+def _memory_errors(rule: str, key: str, shape: ModelShape, batch: str, estimate: float,
+                   resources: Mapping[str, Any], smaller_batch: str) -> list[str]:
+    """The job's `mem_mb` against the estimated peak of its process (dataflex_rl.backends.embedded.memory); no
+    `mem_mb`, no check."""
+    mem_mb = resources.get("mem_mb")
+    if mem_mb is None or int(mem_mb) >= estimate:
+        return []
+    return [f"resources of rule {rule}: mem_mb={mem_mb} is below the estimated peak memory of a {rule} job, "
+            f"{math.ceil(estimate)} MB, for {key} ({parameter_count(shape):,} parameters: hidden_size "
+            f"{shape.hidden_size}, intermediate_size {shape.intermediate_size}, num_hidden_layers "
+            f"{shape.num_hidden_layers}, vocab_size {shape.vocab_size}) with {batch} and prompts up to "
+            f"max_position_embeddings {shape.max_position_embeddings} tokens; the job would grow until the kernel "
+            f"kills it — raise mem_mb to at least {math.ceil(estimate)} (profile set-resources or --set-resources "
+            f"{rule}:mem_mb=...), {smaller_batch}, or shrink {key}.shape"]
+
+
 class EmbeddedBackend:
     name = "embedded"
     conda_env = "../envs/cpu.yaml"
@@ -57,8 +75,21 @@ class EmbeddedBackend:
                              f"`warmup` and reads no path; remove it or set `backend: verl`")
         return errors
 
-    def train_resource_errors(self, training: Mapping[str, Any], resources: Mapping[str, Any]) -> list[str]:
-        return []
+    def train_resource_errors(self, key: str, entry: Mapping[str, Any], training: GRPOSettings,
+                              resources: Mapping[str, Any]) -> list[str]:
+        shape = filled(ModelShape, entry.get("shape"))
+        estimate = train_peak_mb(shape, training.prompts_per_step, training.rollouts, training.max_new_tokens)
+        batch = (f"training.prompts_per_step {training.prompts_per_step} × training.rollouts {training.rollouts} "
+                 f"responses of up to training.max_new_tokens {training.max_new_tokens}")
+        return _memory_errors("train", key, shape, batch, estimate, resources,
+                              "lower training.prompts_per_step or training.rollouts")
+
+    def score_resource_errors(self, key: str, entry: Mapping[str, Any], batch_size: int, max_new_tokens: int,
+                              resources: Mapping[str, Any]) -> list[str]:
+        shape = filled(ModelShape, entry.get("shape"))
+        estimate = score_peak_mb(shape, batch_size, max_new_tokens)
+        batch = f"evaluation.batch_size {batch_size} answers of up to evaluation.max_new_tokens {max_new_tokens}"
+        return _memory_errors("score", key, shape, batch, estimate, resources, "lower evaluation.batch_size")
 
     def build_base_model(self, model: Mapping[str, Any], *, corpus, out_dir, template: str, threads: int) -> None:
         from dataflex_rl.backends.embedded.base_model import build_base_model

@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
+from dataflex_rl.recipe import GRPOSettings
+
 _NOT_AVAILABLE = ("the 'verl' backend is not available in this version of DataFlex-RL (only 'embedded' runs); the "
                   "rules, resources and job matrix are ready for it")
 
@@ -35,13 +37,15 @@ class VerlBackend:
         return errors + [f"{key}.{section}: only the embedded backend builds its model from `{section}`; the verl "
                          f"backend loads `path` — remove it" for section in ("shape", "warmup") if section in entry]
 
-    def train_resource_errors(self, training: Mapping[str, Any], resources: Mapping[str, Any]) -> list[str]:
+    def train_resource_errors(self, key: str, entry: Mapping[str, Any], training: GRPOSettings,
+                              resources: Mapping[str, Any]) -> list[str]:
         """verl asserts that train_batch_size × rollout.n (prompts_per_step × rollouts; the recipe sets
-        ppo_mini_batch_size = train_batch_size) divides evenly over the train job's GPUs."""
+        ppo_mini_batch_size = train_batch_size) divides evenly over the train job's GPUs. Its memory (FSDP shards,
+        vLLM's KV cache on the GPU) is not estimated here: no GPU run calibrates it."""
         if not resources.get("gpu"):
             return []
         gpus = int(resources["gpu"])
-        prompts, rollouts = training["prompts_per_step"], training["rollouts"]
+        prompts, rollouts = training.prompts_per_step, training.rollouts
         if not (prompts * rollouts) % gpus:
             return []
         divisors = [n for n in range(1, prompts * rollouts + 1) if (prompts * rollouts) % n == 0 and n <= 64]
@@ -51,6 +55,10 @@ class VerlBackend:
                 f"responses per step do not divide over the train job's {gpus} GPUs (resource gpu={gpus}): verl "
                 f"requires train_batch_size × rollout.n to be a multiple of its GPU count — use prompts_per_step "
                 f"{' or '.join(map(str, near))}, or a GPU count among {divisors}"]
+
+    def score_resource_errors(self, key: str, entry: Mapping[str, Any], batch_size: int, max_new_tokens: int,
+                              resources: Mapping[str, Any]) -> list[str]:
+        return []
 
     def build_base_model(self, model, **_) -> None:
         raise NotImplementedError(f"base model: {_NOT_AVAILABLE}")
