@@ -414,6 +414,7 @@ def test_an_unreadable_benchmark_file_fails_with_its_path_before_the_loader_runs
         assert "Traceback" not in str(failure.value) and len(str(failure.value).splitlines()) == 2
 
 
+@pytest.mark.filterwarnings("ignore::dataflex_rl.benchmarks.loaders.BenchmarkSizeWarning")  # 5 of GSM8K's 1,319
 def test_a_question_repeated_after_normalisation_is_refused_unless_allowed(tmp_path):
     rows = [{"question": "Tom has 2 apples. How many?", "answer": "#### 2"},
             {"question": "Ann has 3 pens. How many?", "answer": "#### 3"},
