@@ -374,6 +374,35 @@ def test_each_reader_type_checks_the_fields_it_reads(tmp_path, name, row, detail
     assert record["reason"] == "wrong_type" and record["detail"].startswith(f"source row 0: {detail}")
 
 
+@pytest.mark.parametrize("name,good,bad,detail", [
+    ("Knights&Knaves", [{"quiz": "Zoey says Oliver lies.", "names": ["Zoey", "Oliver"], "solution": [True, False]},
+                        {"quiz": "Ann says Bob lies.", "names": ["Ann", "Bob"], "solution": [False, True]}],
+     {"quiz": "Eve says...", "names": ["Eve", "Max", "Ida"], "solution": [True, False]},
+     "3 names but 2 solution values"),
+    ("ZebraLogic", [{"id": "z1", "puzzle": "Two houses.", "question": "Who owns the cat?", "choices": ["Ann", "Bob"],
+                     "answer": "Bob"},
+                    {"id": "z2", "puzzle": "Two houses.", "question": "Who owns the dog?", "choices": ["Ann", "Bob"],
+                     "answer": "Ann"}],
+     {"id": "z3", "puzzle": "Two houses.", "question": "Who owns the fish?", "choices": ["Ann", "Bob"],
+      "answer": "Cat"}, "answer 'Cat' is not one of the choices ['Ann', 'Bob']"),
+    ("MMLU-Pro-physics", [{"question_id": 1, "question": "Q1?", "options": ["a", "b"], "answer": "A",
+                           "answer_index": 0, "category": "physics"},
+                          {"question_id": 2, "question": "Q2?", "options": ["a", "b"], "answer": "B",
+                           "answer_index": 1, "category": "physics"}],
+     {"question_id": 3, "question": "Q3?", "options": ["a", "b"], "answer": "B", "answer_index": 0,
+      "category": "physics"}, "answer 'B' disagrees with answer_index 0"),
+])
+def test_a_row_whose_fields_contradict_each_other_is_quarantined_not_a_failed_file(tmp_path, name, good, bad, detail):
+    """A row the reader cannot combine into an item is counted and kept for inspection, and the file's other rows are
+    read (at the default benchmark threshold the job then fails with this report, not a traceback)."""
+    path, quarantine = tmp_path / "bench.jsonl", tmp_path / "quarantine.jsonl"
+    _jsonl(path, [good[0], bad, good[1]])
+    items, audit = _validate(name, path, quarantine)
+    assert audit["files"][str(path)]["quarantined_by_reason"] == {"inconsistent_row": 1} and len(items) == 2
+    [record] = map(json.loads, quarantine.read_text().splitlines())
+    assert record["reason"] == "inconsistent_row" and record["detail"] == f"source row 1: {detail}"
+
+
 def _unreadable_files(tmp: Path) -> dict[str, str]:
     """Files no reader can use, each with the problem file_problem must report (what was expected, what was found)."""
     jsonl, parquet = "expected a JSONL file (UTF-8 text, one JSON object per line)", "expected a parquet file"

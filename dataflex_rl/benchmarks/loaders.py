@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dataflex_rl.benchmarks.readers import BenchmarkSchemaError, FieldTypeError, text_field
+from dataflex_rl.benchmarks.readers import BenchmarkSchemaError, UnreadableRowError, text_field
 from dataflex_rl.benchmarks.registry import PAPER_BENCHMARKS, Benchmark
 from dataflex_rl.items import BENCHMARK_ITEM_COLUMNS
 
@@ -99,8 +99,9 @@ def native_items(benchmark: Benchmark, frame: pd.DataFrame, origin: str) -> pd.D
         try:
             item = reader.read(record)
             item_id = text_field(record.get(reader.id_column), reader.id_column) or f"{benchmark.name}-{position:06d}"
-        except FieldTypeError as error:
-            unreadable.append({"source_index": position, "detail": str(error), "row": _jsonable(record)})
+        except UnreadableRowError as error:
+            unreadable.append({"source_index": position, "reason": error.reason, "detail": str(error),
+                               "row": _jsonable(record)})
             continue
         except (BenchmarkSchemaError, KeyError, TypeError, ValueError) as error:
             raise BenchmarkSchemaError(f"benchmark {benchmark.name!r}: {origin} row {position}: {error}") from error

@@ -58,9 +58,18 @@ class BenchmarkSchemaError(ValueError):
     """A benchmark file or hub split that does not have the benchmark's native columns, or a row it cannot read."""
 
 
-class FieldTypeError(BenchmarkSchemaError):
+class UnreadableRowError(BenchmarkSchemaError):
+    """One row the reader cannot turn into an item: the loader reports it for quarantine under `reason` (a reason
+    code of dataflex_rl.tasks.validation) instead of failing the whole file."""
+
+    reason = "inconsistent_row"
+
+
+class FieldTypeError(UnreadableRowError):
     """A native field of one row holding another type than its reader expects (a list or an object where text is
     expected, text where a list is): the loader reports the row for quarantine instead of reading the value's str()."""
+
+    reason = "wrong_type"
 
 
 def text_field(value, field: str) -> str:
@@ -142,7 +151,7 @@ def kk_gold(names: list[str], solution: list) -> str:
 def _knights_knaves(row: Mapping) -> NativeItem:
     names, solution = _texts(row["names"], "names"), _booleans(row["solution"], "solution")
     if len(names) != len(solution):
-        raise BenchmarkSchemaError(f"{len(names)} names but {len(solution)} solution values")
+        raise UnreadableRowError(f"{len(names)} names but {len(solution)} solution values")
     return NativeItem(text_field(row["quiz"], "quiz"), kk_gold(names, solution), {"names": names})
 
 
@@ -166,7 +175,7 @@ def _zebra(row: Mapping) -> NativeItem:
     choices = _texts(row["choices"], "choices")
     answer = text_field(row["answer"], "answer")
     if answer not in choices:
-        raise BenchmarkSchemaError(f"answer {answer!r} is not one of the choices {choices}")
+        raise UnreadableRowError(f"answer {answer!r} is not one of the choices {choices}")
     prompt = f"{text_field(row['puzzle'], 'puzzle')}\n\n{text_field(row['question'], 'question')}"
     return NativeItem(prompt, LETTERS[choices.index(answer)], {"options": choices})
 
@@ -176,7 +185,7 @@ def _mmlu_pro(row: Mapping) -> NativeItem:
     options = _texts(row["options"], "options")
     index = _index(row["answer_index"], "answer_index")
     if LETTERS[index] != text_field(row["answer"], "answer"):
-        raise BenchmarkSchemaError(f"answer {row['answer']!r} disagrees with answer_index {index}")
+        raise UnreadableRowError(f"answer {row['answer']!r} disagrees with answer_index {index}")
     kept = [i for i, option in enumerate(options) if option != "N/A" or i == index]
     return NativeItem(text_field(row["question"], "question"), LETTERS[kept.index(index)],
                       {"options": [options[i] for i in kept]})

@@ -29,9 +29,9 @@ from dataflex_rl.formats import FORMATS
 from dataflex_rl.items import DOMAINS, item_metadata, wrong_type
 
 # The reason codes a quarantined row can carry (docs/refusals.md shows an example and the detail text of each).
-REASONS = ("invalid_utf8", "malformed_json", "wrong_type", "missing_prompt", "missing_answer", "duplicate_id",
-           "duplicate_prompt", "duplicate_item", "unknown_domain", "unknown_answer_format", "unparseable_answer",
-           "prompt_too_long", "answer_too_long")
+REASONS = ("invalid_utf8", "malformed_json", "wrong_type", "inconsistent_row", "missing_prompt", "missing_answer",
+           "duplicate_id", "duplicate_prompt", "duplicate_item", "unknown_domain", "unknown_answer_format",
+           "unparseable_answer", "prompt_too_long", "answer_too_long")
 
 # Formats a training corpus file may declare (config/schema.yaml lists the same): not `procedural`, whose scorer needs
 # the generators' metadata.
@@ -362,7 +362,7 @@ def validated_benchmark_items(load: Callable[[str | None], pd.DataFrame], name: 
             settle([report], settings, quarantine)  # every line unreadable: fails before the loader sees no rows
         items = load(readable)
     for row in items.attrs.pop(UNREADABLE_ROWS, []):
-        report.quarantine(None, "wrong_type", f"source row {row['source_index']}: {row['detail']}", row["row"])
+        report.quarantine(None, row["reason"], f"source row {row['source_index']}: {row['detail']}", row["row"])
     report.rows_in = len(report.quarantined) + len(items)
     rows = items.to_dict("records")
     for row in rows:
