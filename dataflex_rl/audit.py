@@ -43,7 +43,7 @@ def _artefact(root: Path, artefact: Mapping[str, Any]) -> dict[str, Any]:
         return {**entry, "state": "missing"}
     try:
         record = read_provenance(record_path)
-        entry["damage"] = damage(record_path)
+        entry["damage"] = damage(record, record_path)
     except DamagedArtefactError as error:
         return {**entry, "state": "damaged", "damage": [str(error)]}
     entry["recorded"] = record["fingerprint"]

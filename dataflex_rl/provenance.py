@@ -56,14 +56,20 @@ def _artefact_files(path: Path) -> list[Path]:
     return [path]
 
 
-def artefact_digest(path: str | os.PathLike) -> str:
-    """sha256 of a file, or of a directory's files (relative path and bytes, in path order)."""
+def artefact_digest(path: str | os.PathLike, known: Mapping[Path, str] | None = None) -> str:
+    """sha256 of a file, or of a directory's files (relative path and bytes, in path order). `known`: digests
+    already computed, by resolved path, so that a verified artefact is not read twice."""
+    known = known or {}
+
+    def digest_of(file: Path) -> str:
+        return known.get(file.resolve()) or file_digest(file)
+
     path = Path(path)
     if not path.is_dir():
-        return file_digest(path)
+        return digest_of(path)
     digest = hashlib.sha256()
     for file in _artefact_files(path):
-        digest.update(file.relative_to(path).as_posix().encode() + b"\0" + file_digest(file).encode())
+        digest.update(file.relative_to(path).as_posix().encode() + b"\0" + digest_of(file).encode())
     return digest.hexdigest()
 
 
@@ -94,17 +100,21 @@ def read_provenance(record_path: str | os.PathLike) -> dict[str, Any]:
             from error
 
 
-def damage(record_path: str | os.PathLike) -> list[str]:
-    """Every recorded output of `record_path` that is missing or whose bytes changed, one line each with its path."""
-    record = read_provenance(record_path)
+def damage(record: Mapping[str, Any], record_path: str | os.PathLike,
+           found: dict[Path, str] | None = None) -> list[str]:
+    """Every output of `record` (read from `record_path`) that is missing or whose bytes changed, one line each with
+    its path. `found` collects the digests computed, by resolved path."""
     folder = Path(record_path).parent
+    found = {} if found is None else found
     problems = []
     for name, expected in record["outputs"].items():
         path = folder / name
         if not path.is_file():
             problems.append(f"{path}: missing (recorded in {record_path})")
-        elif (found := file_digest(path)) != expected:
-            problems.append(f"{path}: sha256 {found[:12]}… ≠ {expected[:12]}… recorded in {record_path} (damaged or "
+            continue
+        digest = found[path.resolve()] = file_digest(path)
+        if digest != expected:
+            problems.append(f"{path}: sha256 {digest[:12]}… ≠ {expected[:12]}… recorded in {record_path} (damaged or "
                             f"changed after it was written)")
     return problems
 
@@ -112,12 +122,12 @@ def damage(record_path: str | os.PathLike) -> list[str]:
 def verified_input(path: str | os.PathLike, record_path: str | os.PathLike) -> dict[str, str]:
     """{path, fingerprint, sha256} of an input artefact after checking every file of it against its producer's
     record; raises DamagedArtefactError naming each damaged file and the fix."""
-    problems = damage(record_path)
+    record, found = read_provenance(record_path), {}
+    problems = damage(record, record_path, found)
     if problems:
         raise DamagedArtefactError("damaged input artefact:\n  " + "\n  ".join(problems)
                                    + "\nRebuild it: delete it and rerun, or `snakemake -f <that file>`")
-    return {"path": str(path), "fingerprint": read_provenance(record_path)["fingerprint"],
-            "sha256": artefact_digest(path)}
+    return {"path": str(path), "fingerprint": record["fingerprint"], "sha256": artefact_digest(path, found)}
 
 
 def plain_input(path: str | os.PathLike) -> dict[str, str]:

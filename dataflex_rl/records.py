@@ -181,10 +181,10 @@ def collect_records(sources: Iterable[Mapping], *, versions: str | None = None,
 
     rows = []
     for source in sources:
-        problems = damage(source["provenance"])
+        provenance = read_provenance(source["provenance"])
+        problems = damage(provenance, source["provenance"])
         if problems:
             raise DamagedArtefactError("a score file is not the one its job wrote:\n  " + "\n  ".join(problems))
-        provenance = read_provenance(source["provenance"])
         rows.append(summarise_items(
             pd.read_parquet(source["path"]), model=source["model"], method=source["method"], seed=source["seed"],
             benchmark=source["benchmark"], domain=get_benchmark(source["benchmark"]).domain,

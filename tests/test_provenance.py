@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from dataflex_rl.jobs import training_state
-from dataflex_rl.provenance import (DamagedArtefactError, damage, fingerprint, plain_input, read_provenance,
-                                    verified_input, write_provenance)
+from dataflex_rl.provenance import (DamagedArtefactError, artefact_digest, damage, fingerprint, plain_input,
+                                    read_provenance, verified_input, write_provenance)
 from dataflex_rl.study import Study
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,16 +45,19 @@ def test_a_record_lists_each_output_file_and_a_damaged_one_is_named(tmp_path):
     assert record == read_provenance(tmp_path / "provenance.json")
     assert record["outputs"] == {"weights.pt": hashlib.sha256(b"w" * 1000).hexdigest(),
                                  "metrics.parquet": hashlib.sha256(b"m" * 10).hexdigest()}
-    assert damage(tmp_path / "provenance.json") == []
-    assert verified_input(weights, tmp_path / "provenance.json")["fingerprint"] == fingerprint({"seed": 1})
+    assert damage(record, tmp_path / "provenance.json") == []
+    verified = verified_input(weights, tmp_path / "provenance.json")
+    assert verified["fingerprint"] == fingerprint({"seed": 1})
+    assert verified["sha256"] == hashlib.sha256(b"w" * 1000).hexdigest()
 
     weights.write_bytes(b"w" * 500)  # truncated in place
-    (problem,) = damage(tmp_path / "provenance.json")
+    (problem,) = damage(record, tmp_path / "provenance.json")
     assert problem.startswith(f"{weights}: sha256 ") and "damaged or changed after it was written" in problem
     with pytest.raises(DamagedArtefactError, match=f"damaged input artefact:\n  {weights}: sha256"):
         verified_input(weights, tmp_path / "provenance.json")
     metrics.unlink()
-    assert f"{metrics}: missing (recorded in {tmp_path / 'provenance.json'})" in damage(tmp_path / "provenance.json")
+    assert f"{metrics}: missing (recorded in {tmp_path / 'provenance.json'})" in damage(record,
+                                                                                       tmp_path / "provenance.json")
 
 
 def test_an_artefact_without_its_record_is_refused_with_the_fix(tmp_path):
@@ -69,6 +72,11 @@ def test_a_directory_artefact_records_its_files_but_not_the_record_itself(tmp_pa
     (model / "sub" / "weights.bin").write_bytes(b"abc")
     record = write_provenance(model / "provenance.json", {}, [model])
     assert sorted(record["outputs"]) == ["config.json", "sub/weights.bin"]
+    # the digest of a verified directory, from the digests checked on the way, is the one computed afresh
+    files = b"".join(name.encode() + b"\0" + hashlib.sha256(data).hexdigest().encode()
+                     for name, data in (("config.json", b"{}"), ("sub/weights.bin", b"abc")))
+    assert verified_input(model, model / "provenance.json")["sha256"] == hashlib.sha256(files).hexdigest() \
+        == artefact_digest(model)
 
 
 def test_training_state_is_kept_per_configuration_and_input(tmp_path):
