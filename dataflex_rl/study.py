@@ -24,8 +24,8 @@ from dataflex_rl.layout import UNTRAINED, parse_run, run_id, run_name
 from dataflex_rl.policies.catalogue import CATALOGUE
 from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.sections import filled
+from dataflex_rl.tasks.prompting import DEFAULT_TEMPLATE
 
-DEFAULT_TEMPLATE = "{question}\nAnswer:"
 # Training settings that cannot change a run's result (a checkpointed, resumed run is bit-identical).
 RESULT_NEUTRAL_TRAINING = ("checkpoint_every",)
 
@@ -200,11 +200,10 @@ class Study:
             seeds=tuple(int(s) for s in config["seeds"]),
             training=filled(GRPOSettings, config["training"]),
             evaluation=filled(EvaluationSettings, config.get("evaluation")),
-            benchmarks=BenchmarkSettings(names=tuple(bench["names"]), items=bench.get("items", 100),
-                                         seed=bench.get("seed", 1000), files=_canonical(bench.get("files") or {}),
-                                         hub_fallback=bench.get("hub_fallback", False)),
-            corpus=CorpusSettings(sources=tuple(corpus["sources"]), items_per_domain=corpus["items_per_domain"],
-                                  seed=corpus["seed"], files=tuple(_canonical(corpus.get("files") or ()))),
+            benchmarks=filled(BenchmarkSettings, {**bench, "names": tuple(bench["names"]),
+                                                  "files": _canonical(bench.get("files") or {})}),
+            corpus=filled(CorpusSettings, {**corpus, "sources": tuple(corpus["sources"]),
+                                           "files": tuple(_canonical(corpus.get("files") or ()))}),
             decontamination=filled(DecontaminationSettings, config.get("decontamination")),
             calibration=filled(CalibrationSettings, config.get("calibration")),
             stats=filled(StatsSettings, {k: tuple(v) if isinstance(v, list) else v
@@ -259,14 +258,17 @@ class Study:
             picked.update(self.clean_corpus_slice(), prompt_template=self.template)
         return _sorted(picked)
 
+    def _training(self) -> dict[str, Any]:
+        """The training settings that can change a run's result."""
+        return {k: v for k, v in asdict(self.training).items() if k not in RESULT_NEUTRAL_TRAINING}
+
     @_memoised
     def train_slice(self, model: str, method: str, seed: int) -> dict[str, Any]:
         spec = self.methods[method]
-        training = {k: v for k, v in asdict(self.training).items() if k not in RESULT_NEUTRAL_TRAINING}
         return _sorted({**self.base_slice(model), **self.clean_corpus_slice(), "prompt_template": self.template,
                         f"methods.{method}.policy": spec.policy,
                         **_flat(f"methods.{method}.params", spec.resolved_params()),
-                        "seed": seed, **_flat("training", training)})
+                        "seed": seed, **_flat("training", self._training())})
 
     # --- a job's arguments: plain JSON-able values, every one of them result-determining ----------------------------
     def base_job(self, model: str) -> dict[str, Any]:
@@ -274,8 +276,8 @@ class Study:
 
     def train_job(self, model: str, method: str, seed: int) -> dict[str, Any]:
         spec = self.methods[method]
-        training = {k: v for k, v in asdict(self.training).items() if k not in RESULT_NEUTRAL_TRAINING}
-        return {"model": self.models[model].settings, "template": self.template, "seed": seed, "training": training,
+        return {"model": self.models[model].settings, "template": self.template, "seed": seed,
+                "training": self._training(),
                 "method": {"name": spec.name, "policy": spec.policy, "params": spec.params, "family": spec.family}}
 
     def score_job(self, model: str) -> dict[str, Any]:
