@@ -30,7 +30,8 @@ _MISSING = "(absent)"
 def changed_keys(recorded: Mapping[str, Any], expected: Mapping[str, Any]) -> dict[str, list]:
     """{config key: [recorded value, current value]} for every key whose value differs; absent keys as '(absent)'."""
     return {key: [recorded.get(key, _MISSING), expected.get(key, _MISSING)]
-            for key in sorted(set(recorded) | set(expected)) if recorded.get(key, _MISSING) != expected.get(key, _MISSING)}
+            for key in sorted(set(recorded) | set(expected))
+            if recorded.get(key, _MISSING) != expected.get(key, _MISSING)}
 
 
 def _artefact(root: Path, artefact: Mapping[str, Any]) -> dict[str, Any]:

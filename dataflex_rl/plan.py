@@ -68,8 +68,8 @@ def matrix_summary(study: Study, config: Mapping[str, Any], jobs: Mapping[str, i
         lines.append(f"  tables from the records in {study.records_file!r}: no training or scoring (target: tables)")
     else:
         training = study.training
-        lines.append(f"  {len(study.models)} model(s) × {len(study.methods)} method(s) × {len(study.seeds)} seed(s) = "
-                     f"{len(study.runs)} training runs; seeds {', '.join(map(str, study.seeds))}")
+        matrix = f"{len(study.models)} model(s) × {len(study.methods)} method(s) × {len(study.seeds)} seed(s)"
+        lines.append(f"  {matrix} = {len(study.runs)} training runs; seeds {', '.join(map(str, study.seeds))}")
         lines.append(f"  GRPO {training.steps} steps × {training.prompts_per_step} prompts × K={training.rollouts}; "
                      f"corpus domains {', '.join(corpus_domains(config))}")
     by_backend: dict[str, list[str]] = {}

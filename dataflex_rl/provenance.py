@@ -114,8 +114,8 @@ def damage(record: Mapping[str, Any], record_path: str | os.PathLike,
             continue
         digest = found[path.resolve()] = file_digest(path)
         if digest != expected:
-            problems.append(f"{path}: sha256 {digest[:12]}… ≠ {expected[:12]}… recorded in {record_path} (damaged or "
-                            f"changed after it was written)")
+            problems.append(f"{path}: sha256 {digest[:12]}… ≠ {expected[:12]}… recorded in {record_path} "
+                            f"(damaged or changed after it was written)")
     return problems
 
 

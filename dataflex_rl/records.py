@@ -163,7 +163,8 @@ def validate_records(df: pd.DataFrame) -> None:
     problems += _problem(df["package_versions"].notna() & ~df["package_versions"].map(_is_version_map),
                          "package_versions must be a JSON object {package: version or null} or missing")
     varying = df.groupby("run_id")["package_versions"].nunique(dropna=False)
-    problems += [f"package_versions differs between the benchmarks of run {r!r}" for r in varying[varying > 1].index[:5]]
+    problems += [f"package_versions differs between the benchmarks of run {r!r}"
+                 for r in varying[varying > 1].index[:5]]
     domains = df.groupby("benchmark")["domain"].nunique()
     problems += [f"benchmark {b!r} is filed under several domains" for b in domains[domains > 1].index]
     if problems:

@@ -61,9 +61,9 @@ def run_outputs():
 
 def get_final_outputs():
     """Every gate and every run's artefacts are listed, not only the tables: Snakemake does not rebuild a deleted
-    intermediate while the files downstream of it exist, so a lost checkpoint or score would otherwise go unnoticed. A config naming a
-    `records_file` is a study regenerated from records alone: its products are the tables (rules/tables.smk), without
-    the training-curves figure, which needs the runs' metrics."""
+    intermediate while the files downstream of it exist, so a lost checkpoint or score would otherwise go unnoticed.
+    A config naming a `records_file` is a study regenerated from records alone: its products are the tables
+    (rules/tables.smk), without the training-curves figure, which needs the runs' metrics."""
     if STUDY.records_file:
         return tables_outputs()
     return (
@@ -141,6 +141,7 @@ def record_sources():
     return sources
 
 
+RECORD_SOURCES = record_sources()
 TABLES_DIR = layout.tables_dir(STUDY.name)
 
 

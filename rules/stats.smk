@@ -1,7 +1,7 @@
 rule records:
     input:
-        scores=score_files(),
-        provenance=[layout.score_provenance(m, r, b) for m, r in STUDY.scored_runs() for b in BENCHMARKS],
+        scores=[source["path"] for source in RECORD_SOURCES],
+        provenance=[source["provenance"] for source in RECORD_SOURCES],
     output:
         layout.RECORDS,
     log:
@@ -9,7 +9,7 @@ rule records:
     conda:
         "../envs/stats.yaml"
     params:
-        sources=record_sources(),
+        sources=RECORD_SOURCES,
         min_parse_rate=STUDY.evaluation.min_parse_rate,
         # Versions are read in the job itself (importlib.metadata), i.e. of the environment that built the records.
         packages=list(PROVENANCE_PACKAGES),
