@@ -38,8 +38,8 @@ def _artefact(root: Path, artefact: Mapping[str, Any]) -> dict[str, Any]:
     """The state of one artefact: missing, damaged, stale (with the changed keys) or current."""
     found = [(root / path).exists() for path in artefact["files"]]
     record_path = root / artefact["provenance"]
-    entry = {"kind": artefact["kind"], "provenance": artefact["provenance"], "expected": fingerprint(
-        artefact["settings"]), "recorded": None, "changed": {}, "damage": []}
+    entry = {"kind": artefact["kind"], "benchmark": artefact.get("benchmark"), "provenance": artefact["provenance"],
+             "expected": fingerprint(artefact["settings"]), "recorded": None, "changed": {}, "damage": []}
     if not any(found) and not record_path.exists():
         return {**entry, "state": "missing"}
     try:
@@ -67,7 +67,7 @@ def _version_changes(recorded: Any, installed: Mapping[str, str | None]) -> dict
 def _records_state(rows: pd.DataFrame, artefacts: list[dict], installed: Mapping[str, str | None]) -> dict[str, Any]:
     """Which of a cell's record rows carry another fingerprint than the current study's score, and how their
     packages differ from the ones installed now."""
-    expected = {a["kind"].split(":", 1)[1]: a["expected"] for a in artefacts if a["kind"].startswith("score:")}
+    expected = {a["benchmark"]: a["expected"] for a in artefacts if a["benchmark"]}
     mismatched = sorted(b for b, fp in zip(rows["benchmark"], rows["fingerprint"]) if expected.get(b) != fp)
     versions = sorted({v for v in rows["package_versions"] if isinstance(v, str)})
     if len(versions) > 1:  # validate_records refuses this; a hand-edited table may still hold it
