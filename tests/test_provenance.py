@@ -14,6 +14,8 @@ from dataflex_rl.provenance import (DamagedArtefactError, artefact_digest, damag
                                     read_provenance, verified_input, write_provenance)
 from dataflex_rl.study import Study
 
+from config_edits import set_key
+
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = yaml.safe_load((REPO / "config/config.yaml").read_text())
 
@@ -22,11 +24,7 @@ def study(**changes):
     """The default study with dotted-key changes, e.g. study(**{"training.learning_rate": 1e-4})."""
     config = copy.deepcopy(CONFIG)
     for key, value in changes.items():
-        *parents, leaf = key.split(".")
-        section = config
-        for parent in parents:
-            section = section.setdefault(parent, {})
-        section[leaf] = value
+        set_key(config, key, value)
     return Study.from_config(config)
 
 

@@ -18,6 +18,8 @@ from dataflex_rl.plan import planned_jobs
 from dataflex_rl.provenance import fingerprint
 from dataflex_rl.study import Study
 
+from config_edits import set_key
+
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
 
@@ -112,30 +114,13 @@ def changed_config(key: str) -> dict:
     """The smoke config with one setting changed (or several, joined by '+'); a policy change takes the new policy's
     default parameters, and `seeds` gains a third seed."""
     config = copy.deepcopy(SMOKE)
-    if "+" in key:
-        for part in key.split("+"):
-            config = _merged(config, changed_config(part), part)
-        return config
-    if key == "methods.softmax.policy":
-        config["methods"]["softmax"] = {"policy": "ar", "control": "baseline"}
-    elif key == "seeds":
-        config["seeds"] = [1, 2, 3]
-    else:
-        *parents, leaf = key.split(".")
-        section = config
-        for parent in parents:
-            section = section.setdefault(parent, {})
-        section[leaf] = REPLANNED[key]
-    return config
-
-
-def _merged(config: dict, changed: dict, key: str) -> dict:
-    """`config` with the one setting `key` taken from `changed`."""
-    *parents, leaf = key.split(".")
-    target, source = config, changed
-    for parent in parents:
-        target, source = target.setdefault(parent, {}), source[parent]
-    target[leaf] = source[leaf]
+    for part in key.split("+"):
+        if part == "methods.softmax.policy":
+            config["methods"]["softmax"] = {"policy": "ar", "control": "baseline"}
+        elif part == "seeds":
+            config["seeds"] = [1, 2, 3]
+        else:
+            set_key(config, part, REPLANNED[part])
     return config
 
 
