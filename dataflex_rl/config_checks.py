@@ -9,13 +9,14 @@ lists every refusal. Nothing here imports torch.
 """
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from pathlib import Path
 from string import Formatter
 from typing import Any, Mapping
 
+from dataflex_rl.campaign_checks import campaign_errors
+from dataflex_rl.suggest import did_you_mean, known as _known
 from dataflex_rl.policies.catalogue import CATALOGUE, StudyShape
 from dataflex_rl.backends.base import get_backend
 from dataflex_rl.benchmarks.registry import REGISTRY
@@ -31,15 +32,6 @@ _KEY_HINTS = {
              "comparison is over matched seeds",
     "seed": "training seeds are the study-wide top-level `seeds` list",
 }
-
-
-def did_you_mean(word: str, known) -> str:
-    match = difflib.get_close_matches(str(word), [str(k) for k in known], n=1, cutoff=0.6)
-    return f"; did you mean {match[0]!r}?" if match else ""
-
-
-def _known(names) -> str:
-    return ", ".join(sorted(map(str, names)))
 
 
 # --- the schema -----------------------------------------------------------------------------------------------------
@@ -305,7 +297,8 @@ def semantic_errors(config: Mapping[str, Any], workdir: str | Path = ".") -> lis
     `workdir` (the workflow's working directory)."""
     workdir = Path(workdir)
     return (method_errors(config) + data_errors(config, workdir) + model_errors(config, workdir)
-            + training_errors(config) + records_errors(config, workdir) + template_errors(config))
+            + training_errors(config) + records_errors(config, workdir) + template_errors(config)
+            + campaign_errors(config))
 
 
 # --- resources ------------------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from dataflex_rl.duplicate_keys import duplicate_key_errors
 from dataflex_rl.plan import hub_benchmarks, matrix_summary, planned_jobs
 from dataflex_rl.records import PROVENANCE_PACKAGES
 from dataflex_rl.report.outputs import figure_paths, table_paths
-from dataflex_rl.study import Study
+from dataflex_rl.study import Study, needs_solve_rates
 
 # Refuse a bad config before any job is planned: first a key given twice in a config file (Snakemake's loader kept the
 # last one silently), then the schema with messages that name the key and the fix, then the checks a schema cannot
@@ -32,13 +32,14 @@ RUNS = STUDY.runs
 MODELS = list(STUDY.models)
 BENCHMARKS = list(STUDY.benchmarks.names)
 HUB_BENCHMARKS = hub_benchmarks(STUDY, lambda path: Path(path).is_file())
-TRAINED_RUN = layout.trained_run_pattern(STUDY.methods)
+TRAINED_RUN = layout.trained_run_pattern(STUDY.methods, STUDY.regimes)
 
 
 wildcard_constraints:
     model="|".join(map(re.escape, MODELS)),
     benchmark="|".join(map(re.escape, BENCHMARKS)),
     run="|".join([layout.UNTRAINED, TRAINED_RUN]),
+    regime="|".join(map(re.escape, STUDY.regimes)) or "(?!)",
 
 
 def backend_env(wildcards):
@@ -69,6 +70,19 @@ def get_final_outputs():
     return (
         gate_outputs() + run_outputs() + score_files() + [layout.RECORDS] + tables_outputs() + training_curves_outputs()
     )
+
+
+def training_corpus(wildcards):
+    """The corpus a run trains on: its regime's, or the clean corpus."""
+    regime = layout.parse_run(wildcards.run).regime
+    return layout.regime_corpus(regime, wildcards.model) if regime else layout.CORPUS_CLEAN
+
+
+def previous_budget(wildcards):
+    """The provenance record of the same line's next shorter step budget, if the study trains one: this run continues
+    its checkpoint, so it waits for it (and the shorter run's outputs stay its own artefact)."""
+    shorter = STUDY.previous_budget(STUDY.run(wildcards.model, wildcards.run))
+    return [layout.train_provenance(shorter.model, shorter.name)] if shorter else []
 
 
 def base_model_input(wildcards):
@@ -122,23 +136,23 @@ def scored(wildcards):
 
 
 def record_sources():
-    """(score file, its provenance record, model, method, seed, benchmark) of every score the records table is built
-    from; each row's fingerprint and step count are copied from the provenance its scoring job wrote."""
-    sources = []
-    for model, run in STUDY.scored_runs():
-        method, seed = layout.parse_run(run)
-        sources.extend(
-            {
-                "path": layout.score(model, run, bench),
-                "provenance": layout.score_provenance(model, run, bench),
-                "model": model,
-                "method": method,
-                "seed": seed,
-                "benchmark": bench,
-            }
-            for bench in BENCHMARKS
-        )
-    return sources
+    """(score file, its provenance record, model, method, seed, benchmark, extras) of every score the records table is
+    built from, per study cell (`model` is the cell's name; a run in several cells is recorded in each); each row's
+    fingerprint and step count are copied from the provenance its scoring job wrote."""
+    return [
+        {
+            "path": layout.score(cell.model, run, bench),
+            "provenance": layout.score_provenance(cell.model, run, bench),
+            "model": cell.name,
+            "method": method,
+            "seed": seed,
+            "benchmark": bench,
+            "extras": cell.extras,
+        }
+        for cell in STUDY.cells()
+        for method, seed, run in STUDY.cell_runs(cell)
+        for bench in BENCHMARKS
+    ]
 
 
 RECORD_SOURCES = record_sources()

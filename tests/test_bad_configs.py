@@ -313,6 +313,32 @@ CASES = [
         "keep one (merge them if both are sections)"),
          text=_insert_after(_line("methods:"), "  softmax: {policy: softmax, params: {temperature: 0.5}, "
                                                 "control: baseline}\n")),
+    # campaigns and regimes (docs/regimes.md)
+    Case("a regime defined twice", _unchanged, (
+        "duplicate key 'regimes.noisy' at lines",
+        f"config.yaml: duplicate key 'regimes.noisy' at lines {len(SMOKE_LINES) + 2} and {len(SMOKE_LINES) + 3}"),
+         text=lambda text: text + "regimes:\n  noisy: {transform: label_noise, fraction: 0.2}\n"
+                                  "  noisy: {transform: subset, fraction: 0.5}\n"),
+    Case("a campaign defined twice", _unchanged, (
+        "duplicate key 'campaigns.main' at lines",
+        f"config.yaml: duplicate key 'campaigns.main' at lines {len(SMOKE_LINES) + 2} and {len(SMOKE_LINES) + 3}"),
+         text=lambda text: text + "campaigns:\n  main: {methods: [baseline, softmax]}\n"
+                                  "  main: {methods: [baseline, static]}\n"),
+    Case("a campaign naming an unknown model", _set("campaigns", {"scale": {"models": ["tiny-qwen3"]}}),
+         ("campaigns.scale.models: 'tiny-qwen3' is not a model of this study; did you mean 'tiny-qwen2'?",
+          "declare it or remove it from the list")),
+    Case("a campaign naming an unknown method", _set("campaigns", {"main": {"methods": ["baseline", "sofmax"]}}),
+         ("campaigns.main.methods: 'sofmax' is not a method of this study; did you mean 'softmax'?",)),
+    Case("a campaign naming an undeclared regime", _set("campaigns", {"noisy": {"regimes": ["noise20"]}}),
+         ("campaigns.noisy.regimes: 'noise20' is not a regime of this study (known: full)",)),
+    Case("a campaign without a method's control",
+         _set("campaigns", {"main": {"methods": ["baseline"]}, "filters": {"methods": ["difffilter"]}}),
+         ("campaigns.filters.methods: 'difffilter' is compared with its control 'baseline', which this campaign does "
+          "not train", "add 'baseline' to the list")),
+    Case("a regime named like the full data", _set("regimes", {"full": {"transform": "subset", "fraction": 0.5}}),
+         ("regimes.full: the name 'full' is reserved", "rename the regime")),
+    Case("a campaign step budget of 0", _set("campaigns", {"long": {"steps": [3, 0]}}),
+         ("campaigns.long.steps.1: 0 is less than the minimum of 1",)),
 ]
 
 

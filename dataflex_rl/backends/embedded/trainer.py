@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import glob
+import os
 import sys
 import time
 from pathlib import Path
@@ -188,9 +189,10 @@ class EmbeddedGRPOTrainer:
         """Run (or resume) to `settings.steps`; returns the per-step metrics."""
         checkpoint = Path(state_dir) / "checkpoint.pt"
         remove_partial_writes(checkpoint.parent, glob.escape(checkpoint.name))
-        if checkpoint.exists():
-            self.load_checkpoint(checkpoint)
-            print(f"resuming from step {self.step} of {checkpoint}", file=sys.stderr)
+        start = self._resume_point(Path(state_dir), checkpoint)
+        if start is not None:
+            self.load_checkpoint(start)
+            print(f"resuming from step {self.step} of {start}", file=sys.stderr)
         bar = tqdm(total=self.settings.steps, initial=self.step, desc=f"GRPO {self.method.name} seed {self.seed}",
                    disable=not progress, mininterval=5)
         while self.step < self.settings.steps:
@@ -209,7 +211,26 @@ class EmbeddedGRPOTrainer:
                 self.save_checkpoint(checkpoint)
                 self.fault.reached("after_checkpoint", self.step)
         bar.close()
+        self._keep_budget(Path(state_dir), checkpoint)
         return pd.DataFrame(self.metrics)
+
+    # --- step budgets: every budget of a training line shares its state folder -----------------------------------
+    def _resume_point(self, state_dir: Path, checkpoint: Path) -> Path | None:
+        """The checkpoint to resume from: the latest one, unless a longer budget of this line has already taken it
+        past `settings.steps` (a shorter run rebuilt after a longer one); then the kept end of the longest budget
+        within reach (`_keep_budget`), or none: the run starts afresh."""
+        if checkpoint.exists() and int(torch.load(checkpoint, weights_only=False)["step"]) <= self.settings.steps:
+            return checkpoint
+        budgets = {int(path.stem.removeprefix("budget")): path for path in state_dir.glob("budget*.pt")}
+        within = [steps for steps in budgets if steps <= self.settings.steps]
+        return budgets[max(within)] if within else None
+
+    def _keep_budget(self, state_dir: Path, checkpoint: Path) -> None:
+        """Keep the state at the end of this budget (a hard link: no copy until the latest checkpoint moves on), so
+        that a rerun of this budget after a longer one has continued the line needs no retraining."""
+        kept = state_dir / f"budget{self.settings.steps}.pt"
+        if checkpoint.exists() and not kept.exists():
+            os.link(checkpoint, kept)
 
 
 def train_run(base_dir, corpus_path, method: MethodSpec, seed: int, settings: GRPOSettings, template: str,

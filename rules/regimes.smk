@@ -1,0 +1,22 @@
+# A data regime's training corpus (dataflex_rl/regimes, docs/regimes.md): the clean corpus through the regime's seeded
+# transform, with a per-prompt record of what the transform did and an audit of its counts. One per (regime, model) a
+# run trains on; a transform that reads the untrained base's solve rates (low_utility) waits for them.
+rule regime_corpus:
+    input:
+        corpus=layout.CORPUS_CLEAN,
+        solve_rates=lambda wc: (
+            [layout.solve_rates(wc.model)] if needs_solve_rates(STUDY.regimes[wc.regime].transform) else []
+        ),
+    output:
+        corpus=layout.regime_corpus("{regime}", "{model}"),
+        record=layout.regime_record("{regime}", "{model}"),
+        audit=layout.regime_audit("{regime}", "{model}"),
+    log:
+        "logs/corpus/regimes/{regime}/{model}.log",
+    conda:
+        "../envs/cpu.yaml"
+    params:
+        settings=lambda wc: STUDY.regime_slice(wc.regime, wc.model),
+        job=lambda wc: STUDY.regime_job(wc.regime),
+    script:
+        "../workflow_scripts/regime_corpus.py"
