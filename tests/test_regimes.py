@@ -33,7 +33,8 @@ ALL_SOURCES = ["basic_arithmetic", "chain_sum", "products", "gcd", "simple_equat
                "family_relationships", "aiw", "letter_counting", "unit_conversion", "molar_mass", "kinematics"]
 BENCHMARK_FILES = {"MATH-500": "math500.jsonl", "GSM8K": "gsm8k_test.jsonl", "AIME-2024": "aime2024.jsonl",
                    "GPQA-Diamond": "gpqa_diamond.jsonl", "MMLU-Pro-physics": "mmlu_pro_physics.jsonl",
-                   "Knights&Knaves": "knights_knaves_hard.jsonl", "BBH-logical-deduction": "bbh_logical_deduction.jsonl"}
+                   "Knights&Knaves": "knights_knaves_hard.jsonl",
+                   "BBH-logical-deduction": "bbh_logical_deduction.jsonl"}
 
 
 def half_up(fraction: float, n: int) -> int:
