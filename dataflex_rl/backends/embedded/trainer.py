@@ -32,14 +32,22 @@ from dataflex_rl.backends.embedded.generation import decode, response_texts
 from dataflex_rl.backends.embedded.model import load_model
 from dataflex_rl.backends.embedded.sequences import encode_prompts, response_logprobs
 from dataflex_rl.policy_driver import PolicyDriver
+from dataflex_rl.regimes.noisy_rewards import noisy_reward, noisy_reward_p
 from dataflex_rl.methods import MethodSpec
 from dataflex_rl.tasks.prompting import render_prompt
 from dataflex_rl.verify.verifiers import reward
 
 
-def _rewards(responses: list[str], items: list[dict], rollouts: int) -> torch.Tensor:
-    """[G, K] binary rewards: response r belongs to prompt r // K."""
-    values = [reward(response, items[index // rollouts]) for index, response in enumerate(responses)]
+def _rewards(responses: list[str], items: list[dict], noise_p: list[float | None], rollouts: int, seed: int,
+             step: int) -> torch.Tensor:
+    """[G, K] binary rewards: response r belongs to prompt r // K. A prompt the noisy_rewards regime marked (its
+    `noise_p` is not None) gets Bernoulli(p) rewards unrelated to the response, drawn per (seed, prompt, step,
+    rollout), so a resumed run draws the same ones; every other prompt gets its verifier's verdict."""
+    values = []
+    for index, response in enumerate(responses):
+        item, p = items[index // rollouts], noise_p[index // rollouts]
+        values.append(reward(response, item) if p is None
+                      else noisy_reward(seed, item["id"], step, index % rollouts, p))
     return torch.tensor(values, dtype=torch.float32).view(-1, rollouts)
 
 
@@ -64,6 +72,7 @@ class EmbeddedGRPOTrainer:
         self.model, self.tokenizer = load_model(base_dir)
         self.reference = copy.deepcopy(self.model).requires_grad_(False)
         self.items = corpus.to_dict("records")
+        self.noise_p = [noisy_reward_p(item) for item in self.items]
         self.prompt_tokens = encode_prompts(tokenizer=self.tokenizer,
                                             prompts=[render_prompt(i["prompt"], template, self.tokenizer)
                                                      for i in self.items])
@@ -123,7 +132,8 @@ class EmbeddedGRPOTrainer:
         rollout = decode(self.model, [self.prompt_tokens[r] for r in rows], max_new_tokens=s.max_new_tokens,
                          eos_id=self.tokenizer.eos_token_id, pad_id=self.tokenizer.pad_token_id, repeats=s.rollouts,
                          generator=self.generator, temperature=s.temperature)
-        rewards = _rewards(response_texts(self.tokenizer, rollout), items, s.rollouts)
+        rewards = _rewards(response_texts(self.tokenizer, rollout), items, [self.noise_p[r] for r in rows],
+                           s.rollouts, self.seed, self.step)
         groups, rollouts = rewards.shape
         shape = (groups, rollouts, -1)
         token_mask = rollout.response_mask.float().view(shape)
