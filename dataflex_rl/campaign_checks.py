@@ -4,9 +4,10 @@ control of a method that does: the mixer campaign's static reference), and a reg
 run paths' own words."""
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from dataflex_rl.layout import FULL_DATA, UNTRAINED
+from dataflex_rl.regimes.catalogue import regime_errors
 from dataflex_rl.suggest import did_you_mean
 
 _RESERVED_REGIMES = (FULL_DATA, UNTRAINED)
@@ -34,8 +35,14 @@ def _campaign_errors(name: str, entry: Mapping[str, Any], config: Mapping[str, A
     return errors
 
 
-def campaign_errors(config: Mapping[str, Any]) -> list[str]:
-    errors = [f"regimes.{name}: the name {name!r} is reserved ({FULL_DATA!r}: the clean corpus, {UNTRAINED!r}: the "
+def campaign_errors(config: Mapping[str, Any], domains: Sequence[str]) -> list[str]:
+    """Every problem of the config's regimes and campaigns; `domains`: the corpus's domains (an unbalanced regime's
+    target must be one of them)."""
+    errors = [f"regimes.{name}: {problem}" for name, entry in (config.get("regimes") or {}).items()
+              for problem in regime_errors(entry["transform"],
+                                           {k: v for k, v in entry.items() if k not in ("transform", "seed")},
+                                           domains)]
+    errors += [f"regimes.{name}: the name {name!r} is reserved ({FULL_DATA!r}: the clean corpus, {UNTRAINED!r}: the "
               f"base model); rename the regime" for name in config.get("regimes") or {} if name in _RESERVED_REGIMES]
     for name, entry in (config.get("campaigns") or {}).items():
         errors += _campaign_errors(name, entry or {}, config)

@@ -298,7 +298,7 @@ def semantic_errors(config: Mapping[str, Any], workdir: str | Path = ".") -> lis
     workdir = Path(workdir)
     return (method_errors(config) + data_errors(config, workdir) + model_errors(config, workdir)
             + training_errors(config) + records_errors(config, workdir) + template_errors(config)
-            + campaign_errors(config))
+            + campaign_errors(config, corpus_domains(config)))
 
 
 # --- resources ------------------------------------------------------------------------------------------------------

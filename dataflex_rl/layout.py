@@ -1,8 +1,9 @@
 """The address book of a study's results: every artefact's path, the run id and the one run wildcard.
 
 Rules, scripts, the audit and the tests read paths from here and nowhere else. A *run* is a model's untrained base
-(`{model}/untrained`) or a trained (model, method, seed) (`{model}/{method}/seed{seed}`); the rules address both
-with the wildcards `{model}/{run}`, where `run` is `untrained` or `{method}/seed{seed}`. Torch-free.
+(`{model}/untrained`) or a trained (model, regime, method, seed, step budget); the rules address both with the
+wildcards `{model}/{run}`, where `run` is `untrained` or `{regime}/{method}/seed{seed}/steps{steps}` ({regime} is
+`full` for the clean corpus). A record's run id is shorter: a study cell's `{model}/{method}/seed{seed}`. Torch-free.
 """
 from __future__ import annotations
 
@@ -159,18 +160,23 @@ def training_curves(study: str) -> str:
     return f"{tables_dir(study)}/figures/training_curves.png"
 
 
+def _regime_file(regime: str, model: str, suffix: str) -> str:
+    """A regime's outputs are per (regime, model): a transform may depend on the model (low_utility)."""
+    return f"{RESULTS}/corpus/regimes/{regime}/{model}{suffix}"
+
+
 def regime_corpus(regime: str, model: str) -> str:
-    """The training corpus of a regime for one model (a transform may depend on the model: low_utility)."""
-    return f"{RESULTS}/corpus/regimes/{regime}/{model}.parquet"
+    """The training corpus of a regime."""
+    return _regime_file(regime, model, ".parquet")
 
 
 def regime_record(regime: str, model: str) -> str:
     """Per prompt, what the regime's transform did."""
-    return f"{RESULTS}/corpus/regimes/{regime}/{model}.record.parquet"
+    return _regime_file(regime, model, ".record.parquet")
 
 
 def regime_audit(regime: str, model: str) -> str:
-    return f"{RESULTS}/corpus/regimes/{regime}/{model}.audit.json"
+    return _regime_file(regime, model, ".audit.json")
 
 
 def solve_rates(model: str) -> str:

@@ -19,10 +19,12 @@ from typing import Any, Mapping
 
 from dataflex_rl import layout
 from dataflex_rl.backends.base import get_backend
+from dataflex_rl.benchmarks.registry import get_benchmark
 from dataflex_rl.methods import MethodSpec
 from dataflex_rl.layout import FULL_DATA, UNTRAINED, parse_run, run_id, run_name, study_cell
 from dataflex_rl.policies.catalogue import CATALOGUE
 from dataflex_rl.recipe import GRPOSettings
+from dataflex_rl.regimes.catalogue import REGIMES
 from dataflex_rl.sections import filled
 from dataflex_rl.tasks.prompting import DEFAULT_TEMPLATE
 
@@ -135,6 +137,16 @@ class RegimeSpec:
     params: Mapping[str, Any]
     seed: int = 0
 
+    @property
+    def needs_solve_rates(self) -> bool:
+        """The transform reads the untrained base's measured solve rates (low_utility)."""
+        return REGIMES[self.transform].needs_solve_rates
+
+    @property
+    def evaluation_domain(self) -> str | None:
+        """The one domain a run of this regime is evaluated on (the unbalanced pool's target), or None: all."""
+        return self.params.get("target_domain") if self.transform == "unbalanced" else None
+
 
 @dataclass(frozen=True)
 class Campaign:
@@ -191,12 +203,10 @@ def _model(name: str, entry: Mapping[str, Any]) -> ModelSpec:
     return ModelSpec(name, entry["backend"], get_backend(entry["backend"]).model_settings(entry))
 
 
-def needs_solve_rates(transform: str) -> bool:  # MERGE: from dataflex_rl.regimes
-    return transform == "low_utility"
-
-
 def _regime(name: str, entry: Mapping[str, Any]) -> RegimeSpec:
-    params = {key: value for key, value in entry.items() if key not in ("transform", "seed")}
+    """A regime with its transform's defaults filled in (dataflex_rl.regimes.catalogue)."""
+    params = REGIMES[entry["transform"]].with_defaults(
+        {key: value for key, value in entry.items() if key not in ("transform", "seed")})
     return RegimeSpec(name, entry["transform"], _canonical(params), int(entry.get("seed", 0)))
 
 
@@ -350,7 +360,7 @@ class Study:
     def solve_rates_models(self) -> list[str]:
         """The models whose untrained base's solve rates a regime transform reads (low_utility)."""
         return list(dict.fromkeys(model for regime, model in self.regime_corpora()
-                                  if needs_solve_rates(self.regimes[regime].transform)))
+                                  if self.regimes[regime].needs_solve_rates))
 
     def controls(self) -> dict[str, str]:
         return {name: m.control for name, m in self.methods.items() if m.control}
@@ -394,7 +404,7 @@ class Study:
         spec = self.regimes[regime]
         picked = {**self.clean_corpus_slice(), **_flat(f"regimes.{regime}", asdict(spec))}
         del picked[f"regimes.{regime}.name"]
-        if needs_solve_rates(spec.transform):
+        if spec.needs_solve_rates:
             picked.update(self.solve_rates_slice(model))
         return _sorted(picked)
 
@@ -451,7 +461,7 @@ class Study:
                         "prompt_template": self.template, **_flat("evaluation", self.evaluation.scoring())})
 
     # --- what the audit expects on disk ----------------------------------------------------------------------------
-    def _artefacts(self, model: str, run: str) -> list[dict[str, Any]]:
+    def _artefacts(self, model: str, run: str, benchmarks: list[str]) -> list[dict[str, Any]]:
         artefacts = []
         if run == UNTRAINED and self.models[model].builds_base_model:
             directory = layout.base_model(model)
@@ -463,8 +473,13 @@ class Study:
                               "settings": self.train_slice(self.run(model, run))})
         artefacts += [{"kind": f"score:{b}", "benchmark": b, "files": [layout.score(model, run, b)],
                        "provenance": layout.score_provenance(model, run, b),
-                       "settings": self.score_slice(model, run, b)} for b in self.benchmarks.names]
+                       "settings": self.score_slice(model, run, b)} for b in benchmarks]
         return artefacts
+
+    def cell_benchmarks(self, cell: Cell) -> list[str]:
+        """The benchmarks a cell is evaluated on: every one, or its regime's evaluation domain's (unbalanced)."""
+        domain = self.regimes[cell.regime].evaluation_domain if cell.regime else None
+        return [b for b in self.benchmarks.names if domain is None or get_benchmark(b).domain == domain]
 
     def cell_runs(self, cell: Cell) -> list[tuple[str | None, int | None, str]]:
         """(method, seed, `{run}` wildcard) of a cell's scored runs: the untrained base, then its trained runs."""
@@ -476,9 +491,11 @@ class Study:
         cells = []
         for cell in self.cells():
             for method, seed, run in self.cell_runs(cell):
+                benchmarks = self.cell_benchmarks(cell)
                 cells.append({"model": cell.name, "method": method, "seed": seed, "campaign": cell.campaign,
-                              "run_id": run_id(cell.name, method, seed), "artefacts": self._artefacts(cell.model, run)})
-        return {"study": self.name, "benchmarks": list(self.benchmarks.names), "controls": self.controls(),
+                              "run_id": run_id(cell.name, method, seed), "benchmarks": benchmarks,
+                              "artefacts": self._artefacts(cell.model, run, benchmarks)})
+        return {"study": self.name, "controls": self.controls(),
                 "records": layout.RECORDS, "cells": cells,
                 "cell_methods": {cell.name: list(dict.fromkeys(run.method for run in cell.runs))
                                  for cell in self.cells()},

@@ -12,7 +12,7 @@ from dataflex_rl.duplicate_keys import duplicate_key_errors
 from dataflex_rl.plan import hub_benchmarks, matrix_summary, planned_jobs
 from dataflex_rl.records import PROVENANCE_PACKAGES
 from dataflex_rl.report.outputs import figure_paths, table_paths
-from dataflex_rl.study import Study, needs_solve_rates
+from dataflex_rl.study import Study
 
 # Refuse a bad config before any job is planned: first a key given twice in a config file (Snakemake's loader kept the
 # last one silently), then the schema with messages that name the key and the fix, then the checks a schema cannot
@@ -151,7 +151,7 @@ def record_sources():
         }
         for cell in STUDY.cells()
         for method, seed, run in STUDY.cell_runs(cell)
-        for bench in BENCHMARKS
+        for bench in STUDY.cell_benchmarks(cell)
     ]
 
 

@@ -4,9 +4,7 @@
 rule regime_corpus:
     input:
         corpus=layout.CORPUS_CLEAN,
-        solve_rates=lambda wc: (
-            [layout.solve_rates(wc.model)] if needs_solve_rates(STUDY.regimes[wc.regime].transform) else []
-        ),
+        solve_rates=lambda wc: ([layout.solve_rates(wc.model)] if STUDY.regimes[wc.regime].needs_solve_rates else []),
     output:
         corpus=layout.regime_corpus("{regime}", "{model}"),
         record=layout.regime_record("{regime}", "{model}"),
@@ -20,3 +18,23 @@ rule regime_corpus:
         job=lambda wc: STUDY.regime_job(wc.regime),
     script:
         "../workflow_scripts/regime_corpus.py"
+
+
+# The untrained base's solve rate per clean-corpus prompt, K samples at the training temperature: what the low_utility
+# regime picks its easy prompts by (measured, not assumed).
+rule solve_rates:
+    input:
+        corpus=layout.CORPUS_CLEAN,
+        base=base_model_input,
+    output:
+        layout.solve_rates("{model}"),
+    log:
+        "logs/corpus/solve_rates/{model}.log",
+    conda:
+        backend_env
+    threads: STUDY.threads
+    params:
+        settings=lambda wc: STUDY.solve_rates_slice(wc.model),
+        job=lambda wc: STUDY.solve_rates_job(wc.model),
+    script:
+        "../workflow_scripts/solve_rates.py"

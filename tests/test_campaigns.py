@@ -1,6 +1,7 @@
 """Campaigns: the study design as configs. The released design's campaigns plan exactly the authors' 171 runs; the
 embedded overlay plans its cells; a longer step budget waits for, and continues, the shorter one; records name the
 study cell of each run the way the released records do."""
+import json
 import re
 import subprocess
 import sys
@@ -105,3 +106,42 @@ def test_a_config_without_campaigns_is_one_cell_per_model_named_after_it():
     (cell,) = study.cells()
     assert cell.name == "tiny-qwen2" and cell.extras == {} and len(cell.runs) == 12
     assert {run.steps for run in study.runs} == {80} and {run.regime for run in study.runs} == {None}
+
+
+@pytest.mark.slow
+def test_the_campaign_path_runs_end_to_end_on_the_smoke_study(tmp_path):
+    """The embedded overlay in smoke form (3 vs 6 steps, the smoke model's shape for the second model): every campaign
+    rule runs, the 6-step runs continue the 3-step checkpoints, and the long-training and constrained-data tables
+    have rows from the study's own records."""
+    overlay = yaml.safe_load((REPO / "config/campaigns/embedded.yaml").read_text())
+    overlay["study"] = "smoke-campaigns"
+    smoke = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
+    overlay["models"]["tiny-qwen2-small"] = {**smoke["models"]["tiny-qwen2"],
+                                             "shape": {**smoke["models"]["tiny-qwen2"]["shape"], "hidden_size": 16}}
+    overlay["campaigns"]["long_training"]["steps"] = [6]
+    (tmp_path / "overlay.yaml").write_text(yaml.safe_dump(overlay))
+    result = subprocess.run([*SNAKEMAKE, "--cores", "2", "--configfile", str(REPO / "config/smoke.yaml"),
+                             str(tmp_path / "overlay.yaml"), "--directory", str(tmp_path)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-4000:]
+
+    long_run = Run("tiny-qwen2", "difffilter", 2, None, 6).name
+    assert "resuming from step 3 of" in (tmp_path / f"logs/train/tiny-qwen2/{long_run}.log").read_text()
+    short_run = Run("tiny-qwen2", "difffilter", 2, None, 3).name
+    assert len(pd.read_parquet(tmp_path / layout.metrics("tiny-qwen2", short_run))) == 3  # kept as its own artefact
+    assert len(pd.read_parquet(tmp_path / layout.metrics("tiny-qwen2", long_run))) == 6
+
+    noise = "noise20_20pct_label_noise"
+    audit = json.loads((tmp_path / layout.regime_audit(noise, "tiny-qwen2")).read_text())
+    corpus = pd.read_parquet(tmp_path / layout.CORPUS_CLEAN)
+    assert audit["rows_in"] == len(corpus) and audit["changed"] == int(0.2 * len(corpus) + 0.5)
+
+    records = pd.read_parquet(tmp_path / layout.RECORDS)
+    assert set(records["campaign"].dropna()) == {"main", "scale_curve", "constrained", "long_training"}
+    assert set(records.loc[records["regime"].notna(), "model"]) == {f"tiny-qwen2@constrained:{noise}"}
+    tables = tmp_path / "results/tables/smoke-campaigns"
+    long_training = pd.read_csv(tables / "long_training.csv")
+    constrained = pd.read_csv(tables / "constrained_data.csv")
+    assert set(long_training["method"]) == {"difffilter"} and set(constrained["method"]) == {"difffilter"}
+    cross = pd.read_csv(tables / "cross_model.csv")
+    assert "tiny-qwen2-small@scale_curve" in set(cross["model"])

@@ -46,8 +46,8 @@ def test_a_verifier_accepting_wrong_answers_stops_the_dag_before_training(tmp_pa
     (plant / "sitecustomize.py").write_text(ACCEPT_EVERYTHING)
     workdir = tmp_path / "work"
     result = subprocess.run(
-        [*SNAKEMAKE, "--cores", "2", "--keep-going", "--configfile", str(_config(tmp_path)), "--directory", str(workdir),
-         FIRST_RUN_MODEL],
+        [*SNAKEMAKE, "--cores", "2", "--keep-going", "--configfile", str(_config(tmp_path)), "--directory",
+         str(workdir), FIRST_RUN_MODEL],
         capture_output=True, text=True,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(plant), os.environ.get("PYTHONPATH")]))})
     assert result.returncode != 0

@@ -20,7 +20,8 @@ from dataflex_rl.methods import MethodSpec
 from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.regimes.low_utility import measure_solve_rates
 from dataflex_rl.regimes.noisy_rewards import NOISY_REWARD_KEY, noisy_reward
-from dataflex_rl.regimes.registry import REGIMES, apply_regime, regime_errors
+from dataflex_rl.regimes.catalogue import REGIMES, regime_errors
+from dataflex_rl.regimes.registry import TRANSFORMS, apply_regime
 from dataflex_rl.regimes.sampling import largest_remainder
 from dataflex_rl.tasks.corpus import build_corpus, load_benchmark_file
 from dataflex_rl.tasks.prompting import render_item_prompt
@@ -244,6 +245,10 @@ BAD = [
     ("subset", {"fraction": 0.5, "keep_domain_shares": "yes"}, "parameter 'keep_domain_shares' of transform 'subset': "
                                                                "'yes' is not true or false"),
 ]
+
+
+def test_every_catalogued_transform_has_its_implementation():
+    assert set(TRANSFORMS) == set(REGIMES)
 
 
 @pytest.mark.parametrize("transform,params,message", BAD, ids=[f"{t}-{sorted(p)}" for t, p, _ in BAD])

@@ -1,19 +1,13 @@
-"""The regime registry: each transform's parameters with their checks, and `apply_regime`, the one entry point.
-
-`RegimeTransform.check(params, domains_available)` is what a dry run calls: every problem of a regime's parameters
-(missing, unknown, wrong type, out of range, a target domain the corpus lacks), each naming the parameter, what was
-expected, what was found and the fix. The caller prefixes the config key.
-"""
+"""The one entry point that runs a regime transform: `apply_regime` (the parameters and checks are in
+dataflex_rl.regimes.catalogue)."""
 from __future__ import annotations
 
-import difflib
-from dataclasses import dataclass
-from numbers import Real
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
 import pandas as pd
 
 from dataflex_rl.items import CORPUS_COLUMNS
+from dataflex_rl.regimes.catalogue import REGIMES, regime_errors
 from dataflex_rl.regimes.label_noise import label_noise
 from dataflex_rl.regimes.low_utility import low_utility
 from dataflex_rl.regimes.noisy_rewards import noisy_rewards
@@ -23,84 +17,8 @@ from dataflex_rl.regimes.subset import subset
 from dataflex_rl.regimes.unbalanced import unbalanced
 
 Transform = Callable[..., tuple[pd.DataFrame, pd.DataFrame, dict]]
-_REQUIRED = object()
-
-
-@dataclass(frozen=True)
-class Param:
-    """A transform parameter. `kind`: 'fraction' (a number in [0, 1], or (0, 1] with `open_low`), 'flag' (true or
-    false) or 'domain' (a domain of the corpus)."""
-
-    name: str
-    kind: str
-    default: Any = _REQUIRED
-    open_low: bool = False
-
-    @property
-    def required(self) -> bool:
-        return self.default is _REQUIRED
-
-    def problem(self, value, domains_available: Sequence[str]) -> str | None:
-        if self.kind == "fraction":
-            interval = "(0, 1]" if self.open_low else "[0, 1]"
-            if isinstance(value, bool) or not isinstance(value, Real):
-                return f"{value!r} is not a number; use a number in {interval}"
-            if not (0 < value <= 1 if self.open_low else 0 <= value <= 1):
-                return f"{value!r} is outside {interval}; use a number in {interval}"
-        elif self.kind == "flag" and not isinstance(value, bool):
-            return f"{value!r} is not true or false; write true or false"
-        elif self.kind == "domain" and value not in domains_available:
-            return (f"{value!r} is not a domain of the corpus, whose domains are {sorted(domains_available)}; use one "
-                    "of them or add a source of that domain to corpus.sources")
-        return None
-
-
-@dataclass(frozen=True)
-class RegimeTransform:
-    name: str
-    params: tuple[Param, ...]
-    apply: Transform
-    needs_solve_rates: bool = False
-
-    def check(self, params: Mapping[str, Any], domains_available: Sequence[str]) -> list[str]:
-        """Every problem of `params` for this transform, over a corpus with `domains_available`."""
-        known = [p.name for p in self.params]
-        errors = [f"unknown parameter {name!r} for transform {self.name!r} (known: {', '.join(known)}); remove it"
-                  for name in params if name not in known]
-        for param in self.params:
-            if param.name not in params:
-                if param.required:
-                    errors.append(f"parameter {param.name!r} of transform {self.name!r} is missing; add it")
-            elif problem := param.problem(params[param.name], domains_available):
-                errors.append(f"parameter {param.name!r} of transform {self.name!r}: {problem}")
-        return errors
-
-    def with_defaults(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        return {p.name: params.get(p.name, p.default) for p in self.params}
-
-
-REGIMES: dict[str, RegimeTransform] = {transform.name: transform for transform in (
-    RegimeTransform("label_noise", (Param("fraction", "fraction"),), label_noise),
-    RegimeTransform("subset", (Param("fraction", "fraction", open_low=True),
-                               Param("keep_domain_shares", "flag", default=True)), subset),
-    RegimeTransform("noisy_rewards", (Param("fraction", "fraction"), Param("p", "fraction")), noisy_rewards),
-    RegimeTransform("unbalanced", (Param("target_domain", "domain"), Param("share", "fraction")), unbalanced),
-    RegimeTransform("low_utility", (Param("share", "fraction"),), low_utility, needs_solve_rates=True),
-)}
-
-
-def unknown_transform(name: str) -> str:
-    close = difflib.get_close_matches(name, REGIMES, n=1)
-    hint = f"did you mean {close[0]!r}? " if close else ""
-    return f"unknown transform {name!r}; {hint}(known: {', '.join(REGIMES)})"
-
-
-def regime_errors(transform: str, params: Mapping[str, Any], domains_available: Sequence[str]) -> list[str]:
-    """Every problem of a regime (an unknown transform, or its transform's parameter problems)."""
-    if transform not in REGIMES:
-        return [unknown_transform(transform)]
-    return REGIMES[transform].check(params, domains_available)
-
+TRANSFORMS: dict[str, Transform] = {"label_noise": label_noise, "subset": subset, "noisy_rewards": noisy_rewards,
+                                    "unbalanced": unbalanced, "low_utility": low_utility}
 
 def apply_regime(transform: str, params: Mapping[str, Any], corpus: pd.DataFrame, seed: int, *,
                  solve_rates: Mapping[str, float] | None = None) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
@@ -111,8 +29,8 @@ def apply_regime(transform: str, params: Mapping[str, Any], corpus: pd.DataFrame
         raise ValueError(f"regime {transform}: " + "; ".join(errors))
     spec = REGIMES[transform]
     resolved = spec.with_defaults(params)
-    out, record, counts = spec.apply(corpus[list(CORPUS_COLUMNS)].reset_index(drop=True), resolved,
-                                     transform_rng(transform, seed), solve_rates)
+    out, record, counts = TRANSFORMS[transform](corpus[list(CORPUS_COLUMNS)].reset_index(drop=True), resolved,
+                                                transform_rng(transform, seed), solve_rates)
     audit = {"transform": transform, "params": resolved, "seed": seed, "rows_in": len(corpus), "rows_out": len(out),
              "rows_per_domain_in": rows_per_domain(corpus), **counts}
     return out[list(CORPUS_COLUMNS)], record[list(RECORD_COLUMNS)], audit
