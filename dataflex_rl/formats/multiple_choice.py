@@ -6,8 +6,7 @@ import re
 from typing import Mapping, Sequence
 
 from dataflex_rl.formats.base import AnswerFormat, Verdict
-from dataflex_rl.formats.extract import (ANSWER_MARKER, TEXT_WRAPPER, answer_candidates, final_answer_text, plain,
-                                         single_line)
+from dataflex_rl.formats.extract import ANSWER_MARKER, TEXT_WRAPPER, answer_candidates, final_answer_text, plain
 from dataflex_rl.items import LETTERS, item_metadata
 
 TEMPLATE = ("{question}\n\n{options}\n\nAnswer with the letter of the correct option. Reason step by step, then finish "
@@ -28,33 +27,49 @@ _LEADING_LETTER = re.compile(r"\(([A-J])\)|([A-J])(?:[.):,]|$)")
 _LEADING_WORD_LETTER = re.compile(r"\(([A-J])\)|([A-J])(?:[.):,]|\s|$)")
 
 
+def option_text_key(text: str, fold: bool) -> str:
+    """An option's text for comparison: extract.plain's (math delimiters, \\text{} wrappers, a final period
+    removed) with every `*` (markdown emphasis, or a product) and all whitespace dropped, so that '$-1.5$$\\text{kJ}$'
+    and '-1.5 kJ' are the same; case folded with `fold`."""
+    return re.sub(r"\s+", "", plain(text.replace("*", ""), fold))
+
+
+def _option_named(text: str, options: Sequence[str], fold: bool) -> str | None:
+    """The letter of the option whose text `text` is (case folded with `fold`), or None."""
+    key = option_text_key(text, fold)
+    return next((letter for letter, option in zip(_letters(options), options)
+                 if key == option_text_key(str(option), fold)), None)
+
+
 def letter_of(text: str, options: Sequence[str] | None = None, stated: bool = True) -> str | None:
-    """The option letter `text` names: 'B', '(B)', 'B.', 'B) 3500 J', '\\text{B}', or the text of option B itself.
-    A `stated` text (one that follows 'the answer is') may also be 'B because ...'; a bare response may not, or
-    'I think ...' would read as option I."""
+    """The option letter `text` names: 'B', '(B)', 'B.', the text of option B itself (before a lower-case letter or a
+    leading one, so that an option 'c' or 'I & II only' is not read as a letter), 'b', 'B) 3500 J', '\\text{B}', or
+    option B's text in another case. A `stated` text (one that follows 'the answer is') may also be 'B because ...';
+    a bare response may not, or 'I think ...' would read as option I."""
     letters = _letters(options)
     cleaned = TEXT_WRAPPER.sub(r"\1", text).replace("$", "").replace("*", "").strip()
     bare = re.fullmatch(r"\(?([A-Ja-j])\)?\.?", cleaned)
+    if bare and bare.group(1) in letters:
+        return bare.group(1)
+    if options and (letter := _option_named(text, options, fold=False)):
+        return letter
     if bare and bare.group(1).upper() in letters:
         return bare.group(1).upper()
     leading = (_LEADING_WORD_LETTER if stated else _LEADING_LETTER).match(cleaned)
     if leading and (leading.group(1) or leading.group(2)) in letters:
         return leading.group(1) or leading.group(2)
-    if options:
-        wanted = plain(cleaned)
-        for letter, option in zip(letters, options):
-            if wanted == plain(str(option)):
-                return letter
-    return None
+    return _option_named(text, options, fold=True) if options else None
 
 
 def extract_choice(response: str, options: Sequence[str] | None = None) -> str | None:
     """The chosen option letter from a boxed letter, the last 'the answer is ...' (a letter or an option's text), the
-    line after 'Answer:', or a bare one-line response; None if the response names no option."""
+    line after 'Answer:', or a one-line response (a bare letter, or an option's text however long); None if the
+    response names no option."""
     places = [(text, True) for text, how in answer_candidates(response) if how != "bare"]
     if ANSWER_MARKER.search(response):
         places.append((final_answer_text(response), True))
-    places.append((single_line(response) or "", False))
+    line = response.strip()
+    places.append((line if "\n" not in line else "", False))
     for text, stated in places:
         letter = letter_of(text, options, stated) if text else None
         if letter:
@@ -69,11 +84,11 @@ def verify_multiple_choice(response: str, item: Mapping) -> Verdict:
 
 def choice_forms(letter: str, options: list[str]) -> list[str]:
     """Option `letter` the ways models name it: the letter in its usual wrappings and, where the item lists its
-    options, the option's text."""
+    options, the option's text (on one line, as a model writes it)."""
     forms = [letter, f"({letter})", f"{letter}.", f"The answer is ({letter}).", f"Answer: {letter}",
              f"Comparing the options, the answer is {letter} because it fits every clue.", f"\\boxed{{{letter}}}"]
     if letter in LETTERS[: len(options)]:
-        text = options[LETTERS.index(letter)]
+        text = " ".join(options[LETTERS.index(letter)].split())
         forms += [f"{letter}) {text}", text, f"The answer is {text}."]
     return forms
 
