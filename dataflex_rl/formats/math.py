@@ -7,6 +7,7 @@ is the set of them: a response must state every one, in any order, and nothing e
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from fractions import Fraction
 from functools import lru_cache
 from typing import Mapping
@@ -20,19 +21,28 @@ TEMPLATE = "{question}\n\nPlease reason step by step, and put your final answer 
 
 
 _E_NOTATION = re.compile(r"(?<![\w.\\])(\d+(?:\.\d*)?|\.\d+)[eE]([+-]?\d+)(?![\w.])")
+_TIMES_TEN = re.compile(r"(?<![\w.\\])(\d+(?:\.\d*)?|\.\d+)\s*(?:\\times|\\cdot)\s*10\s*\^\s*(?:\{\s*([+-]?\d+)\s*\}|([+-]?\d))")
 _BARE_POINT = re.compile(r"(\d)\.(?![\d.\\])")
+_TEXT_NUMBER = re.compile(r"\\(?:text|mathrm)\s*\{\s*(-?(?:\d+\.?\d*|\.\d+))\s*\}")
 _SPLIT_SPAN = re.compile(r"(?<=\S)\$\s*\$(?=\S)")
 
 
 def normalised(text: str) -> str:
     """`text` with what math-verify misreads rewritten: a currency sign (`\\$18.90`) and a negative thin space
-    (`32,\\!348`) dropped, e-notation (`4.5e33`, which it reads as 4.5·e·33) as `4.5\\times 10^{33}`, a number
-    ending in a bare point (`-1./3`, which it reads as -1) without it, and one expression split into two math spans
-    (`a+$ $b`) joined."""
-    text = text.replace("\\$", "").replace("\\!", "")
+    (`32,\\!348`) dropped; scientific notation, in e-notation (`4.5e33`, which it reads as 4.5·e·33) or as
+    `1.13 \\times 10^{2}` (which it evaluates in floating point, 112.99999999999999), written out as the exact decimal;
+    a number ending in a bare point (`-1./3`, which it reads as -1) without it; a number in `\\text{}` (which it
+    reads as text) unwrapped; and one expression split into two math spans (`a+$ $b`) joined."""
+    text = _TEXT_NUMBER.sub(r"\1", text.replace("\\$", "").replace("\\!", ""))
     text = _SPLIT_SPAN.sub(" ", text)
-    text = _E_NOTATION.sub(r"\1\\times 10^{\2}", text)
+    text = _E_NOTATION.sub(lambda m: _decimal(m.group(1), m.group(2)), text)
+    text = _TIMES_TEN.sub(lambda m: _decimal(m.group(1), m.group(2) or m.group(3)), text)
     return _BARE_POINT.sub(r"\1", text)
+
+
+def _decimal(mantissa: str, exponent: str) -> str:
+    """mantissa × 10^exponent written out exactly ('4.5', '33' → '4500...0'; '1.5', '-3' → '0.0015')."""
+    return format(Decimal(f"{mantissa}e{exponent}").normalize(), "f")
 
 
 def math_values(text: str) -> list:
