@@ -18,6 +18,7 @@ from typing import Any, Mapping
 
 from dataflex_rl.policies.catalogue import CATALOGUE, StudyShape
 from dataflex_rl.backends.base import get_backend
+from dataflex_rl.benchmarks.loaders import benchmark_paths
 from dataflex_rl.benchmarks.registry import REGISTRY
 from dataflex_rl.layout import UNTRAINED
 from dataflex_rl.recipe import GRPOSettings

@@ -20,11 +20,14 @@ from dataflex_rl.items import item_metadata
 TEMPLATE = "{question}\n\nPlease reason step by step, and put your final answer within \\boxed{{}}."
 
 
-_E_NOTATION = re.compile(r"(?<![\w.\\])(\d+(?:\.\d*)?|\.\d+)[eE]([+-]?\d+)(?![\w.])")
-_TIMES_TEN = re.compile(r"(?<![\w.\\])(\d+(?:\.\d*)?|\.\d+)\s*(?:\\times|\\cdot)\s*10\s*\^\s*(?:\{\s*([+-]?\d+)\s*\}|([+-]?\d))")
-_BARE_POINT = re.compile(r"(\d)\.(?![\d.\\])")
-_TEXT_NUMBER = re.compile(r"\\(?:text|mathrm)\s*\{\s*(-?(?:\d+\.?\d*|\.\d+))\s*\}")
-_SPLIT_SPAN = re.compile(r"(?<=\S)\$\s*\$(?=\S)")
+_NUMBER = r"(\d+(?:\.\d*)?|\.\d+)"
+# 4.5e33, 1.5E-3: a number written in e-notation (not the e of a word or a command).
+_E_NOTATION = re.compile(r"(?<![\w.\\])" + _NUMBER + r"[eE]([+-]?\d+)(?![\w.])")
+# 1.13 \times 10^{2}, 2.5 \cdot 10^-3, 3\times10^8.
+_TIMES_TEN = re.compile(r"(?<![\w.\\])" + _NUMBER
+                        + r"\s*\\(?:times|cdot)\s*10\s*\^\s*(?:\{\s*([+-]?\d+)\s*\}|([+-]?\d))")
+_BARE_POINT, _SPLIT_SPAN = re.compile(r"(\d)\.(?![\d.\\])"), re.compile(r"(?<=\S)\$\s*\$(?=\S)")
+_TEXT_NUMBER = re.compile(r"\\(?:text|mathrm)\s*\{\s*(-?" + _NUMBER + r")\s*\}")
 
 
 def normalised(text: str) -> str:
