@@ -135,6 +135,7 @@ def test_the_olympiadbench_multi_answer_rows_are_sets_and_minerva_golds_come_fro
     assert minerva[0]["answer"] == "1.6" and "solution" in item_metadata(minerva[0])
 
 
+@pytest.mark.filterwarnings("ignore::dataflex_rl.benchmarks.loaders.BenchmarkSizeWarning")
 def test_math500_without_unique_id_numbers_its_rows(tmp_path):
     path = tmp_path / "math500.jsonl"
     read_table(FIXTURES / "math500.jsonl").drop(columns="unique_id").to_json(path, orient="records", lines=True)

@@ -2,11 +2,11 @@
 an item (`prompt` the question as the benchmark states it, `answer` the gold in the form its verifier reads, derived
 metadata such as `options` and `names`).
 
-Gold conversions: GSM8K's "... #### 1,234" → "1234"; OlympiadBench's `final_answer` list → its answers joined by ", "
-(a multi-answer row's also listed in metadata `answers`); Minerva's last \\boxed{} of the solution where the file has
-no `answer`; Knights&Knaves' `names` + `solution` booleans → "Zoey is a knight, Oliver is a knave"; ZebraLogic's
-answer text and MMLU-Pro's `answer_index` → the option letter; GPQA's correct answer → its letter after a seeded shuffle of the four
-options (the displayed order of the source columns is kept in metadata `option_sources`).
+Gold conversions: GSM8K's "... #### 1,234" → "1234"; OlympiadBench's `final_answer` list → its answers joined by ", " (a
+multi-answer row's also listed in metadata `answers`); Minerva's last \\boxed{} of the solution where the file has no
+`answer`; Knights&Knaves' `names` + `solution` booleans → "Zoey is a knight, Oliver is a knave"; ZebraLogic's answer
+text and MMLU-Pro's `answer_index` → the option letter; GPQA's correct answer → its letter after a seeded shuffle of the
+four options (the displayed order of the source columns is kept in metadata `option_sources`).
 """
 from __future__ import annotations
 
