@@ -6,7 +6,8 @@ import re
 from typing import Mapping, Sequence
 
 from dataflex_rl.formats.base import AnswerFormat, Verdict
-from dataflex_rl.formats.extract import ANSWER_MARKER, TEXT_WRAPPER, answer_candidates, final_answer_text, plain
+from dataflex_rl.formats.extract import (ANSWER_MARKER, TEXT_WRAPPER, answer_candidates, final_answer_text, plain,
+                                         single_line)
 from dataflex_rl.items import LETTERS, item_metadata
 
 TEMPLATE = ("{question}\n\n{options}\n\nAnswer with the letter of the correct option. Reason step by step, then finish "
@@ -27,18 +28,25 @@ _LEADING_LETTER = re.compile(r"\(([A-J])\)|([A-J])(?:[.):,]|$)")
 _LEADING_WORD_LETTER = re.compile(r"\(([A-J])\)|([A-J])(?:[.):,]|\s|$)")
 
 
-def option_text_key(text: str, fold: bool) -> str:
-    """An option's text for comparison: extract.plain's (math delimiters, \\text{} wrappers, a final period
-    removed) with every `*` (markdown emphasis, or a product) and all whitespace dropped, so that '$-1.5$$\\text{kJ}$'
-    and '-1.5 kJ' are the same; case folded with `fold`."""
-    return re.sub(r"\s+", "", plain(text.replace("*", ""), fold))
+def option_text_key(text: str, fold: bool, spaced: bool = True) -> str:
+    """A text for comparison with an option's: extract.plain's (math delimiters, \\text{} wrappers, a final period
+    removed, whitespace collapsed) with every `*` (markdown emphasis, or a product) dropped; case folded with `fold`;
+    with `spaced` false, without any whitespace."""
+    key = plain(text.replace("*", ""), fold)
+    return key if spaced else key.replace(" ", "")
+
+
+_MARKUP = re.compile(r"[$\\]")
 
 
 def _option_named(text: str, options: Sequence[str], fold: bool) -> str | None:
-    """The letter of the option whose text `text` is (case folded with `fold`), or None."""
-    key = option_text_key(text, fold)
-    return next((letter for letter, option in zip(_letters(options), options)
-                 if key == option_text_key(str(option), fold)), None)
+    """The letter of the option whose text `text` is (case folded with `fold`), or None. An option written in LaTeX
+    ('$-1.5$$\\text{kJ}$') is compared without whitespace, so that '-1.5 kJ' and '$-1.5$ $\\text{kJ}$' name it."""
+    for letter, option in zip(_letters(options), options):
+        spaced = not _MARKUP.search(str(option))
+        if option_text_key(text, fold, spaced) == option_text_key(str(option), fold, spaced):
+            return letter
+    return None
 
 
 def letter_of(text: str, options: Sequence[str] | None = None, stated: bool = True) -> str | None:
@@ -63,18 +71,30 @@ def letter_of(text: str, options: Sequence[str] | None = None, stated: bool = Tr
 
 def extract_choice(response: str, options: Sequence[str] | None = None) -> str | None:
     """The chosen option letter from a boxed letter, the last 'the answer is ...' (a letter or an option's text), the
-    line after 'Answer:', or a one-line response (a bare letter, or an option's text however long); None if the
-    response names no option."""
+    line after 'Answer:', or a one-line response (a short one naming a letter or an option, a longer one only as an
+    option's whole text, see _long_option_line); None if the response names no option."""
     places = [(text, True) for text, how in answer_candidates(response) if how != "bare"]
     if ANSWER_MARKER.search(response):
         places.append((final_answer_text(response), True))
-    line = response.strip()
-    places.append((line if "\n" not in line else "", False))
+    places.append((single_line(response) or "", False))
     for text, stated in places:
         letter = letter_of(text, options, stated) if text else None
         if letter:
             return letter
-    return None
+    line = response.strip()
+    return _long_option_line(line, options) if options and line and "\n" not in line else None
+
+
+_LETTERED = re.compile(r"\(?([A-J])[).:]\s*(.+)")
+
+
+def _long_option_line(line: str, options: Sequence[str]) -> str | None:
+    """The option a one-line response too long to read as a bare answer names: its whole text, alone or after its
+    own letter ('H) Phase angle at t = 0: ...')."""
+    lettered = _LETTERED.fullmatch(line)
+    if lettered and _option_named(lettered.group(2), options, fold=False) == lettered.group(1):
+        return lettered.group(1)
+    return _option_named(line, options, fold=False)
 
 
 def verify_multiple_choice(response: str, item: Mapping) -> Verdict:
