@@ -1,9 +1,10 @@
 """The `math` answer format (MATH-500, AIME, OlympiadBench, Minerva, GSM8K): math-verify equivalence of the final
 answer, with an exact-text fallback for answers math-verify cannot read.
 
-Before math-verify reads a gold or a response, what it misreads is rewritten (`normalised`): currency signs, e-notation,
-a number ending in a bare point. An item whose metadata lists several `answers` (OlympiadBench's multi-answer rows)
-is the set of them: a response must state every one, in any order, and nothing else."""
+Before math-verify reads a gold or a response, what it misreads is rewritten (`normalised`): currency signs, scientific
+notation, a number ending in a bare point. A gold it reads degenerately (`_gold_reading`) is compared as text. An item
+whose metadata lists several `answers` (OlympiadBench's multi-answer rows) is the set of them: a response must state
+every one, in any order, and nothing else."""
 from __future__ import annotations
 
 import re
