@@ -19,7 +19,7 @@ import yaml
 
 from config_edits import set_key
 from dataflex_rl import layout
-from dataflex_rl.benchmarks.loaders import BenchmarkSizeWarning, paper_subset, read_table
+from dataflex_rl.benchmarks.loaders import BenchmarkSizeWarning, local_source, paper_subset, read_table
 from dataflex_rl.benchmarks.readers import BenchmarkSchemaError
 from dataflex_rl.benchmarks.registry import get_benchmark
 from dataflex_rl.items import LETTERS, item_metadata
@@ -154,6 +154,23 @@ def test_the_gpqa_csv_reads_its_columns_and_keeps_the_others():
         assert metadata["options"][LETTERS.index(row["answer"])] == text
         assert metadata["Subdomain"] and "Canary String" in metadata
     assert "line break\ninside" in item_metadata(items.iloc[1])["Explanation"]
+
+
+def test_a_benchmark_of_several_files_is_their_rows_in_order_and_comes_from_the_hub_only_when_none_is_there(tmp_path):
+    halves = [tmp_path / "first.json", tmp_path / "second.json"]
+    for path, targets in zip(halves, (["(A)", "(B)"], ["(C)"])):
+        path.write_text(json.dumps({"canary": "x", "examples": [
+            {"input": f"Q{target}\nOptions:\n(A) a\n(B) b\n(C) c", "target": target} for target in targets]}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BenchmarkSizeWarning)
+        items = load_benchmark_file(get_benchmark("BBH-logical-deduction"), [str(path) for path in halves])
+    assert items["answer"].tolist() == ["(A)", "(B)", "(C)"]
+    assert [item_metadata(row)["source_file"] for row in items.to_dict("records")] == [
+        "first.json", "first.json", "second.json"]
+    missing = [str(tmp_path / "absent_1.json"), str(tmp_path / "absent_2.json")]
+    assert local_source(missing, hub_fallback=True) is None
+    assert local_source([str(halves[0]), missing[0]], hub_fallback=True) == [str(halves[0]), missing[0]]
+    assert local_source(missing, hub_fallback=False) == missing
 
 
 @pytest.mark.parametrize("content, found", [
