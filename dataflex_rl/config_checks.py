@@ -19,6 +19,7 @@ from dataflex_rl.campaign_checks import campaign_errors
 from dataflex_rl.suggest import did_you_mean, known as _known
 from dataflex_rl.policies.catalogue import CATALOGUE, StudyShape
 from dataflex_rl.backends.base import get_backend
+from dataflex_rl.benchmarks.loaders import benchmark_paths
 from dataflex_rl.benchmarks.registry import REGISTRY
 from dataflex_rl.layout import UNTRAINED
 from dataflex_rl.recipe import GRPOSettings
@@ -189,6 +190,15 @@ def data_errors(config: Mapping[str, Any], workdir: Path) -> list[str]:
     return errors + benchmark_file_errors(config, workdir)
 
 
+def _file_fix(problem: str, n_files: int) -> str:
+    if problem != "does not exist":
+        return "put the file there or fix the path"
+    if n_files > 1:
+        return ("put the file there or fix the path: a benchmark given as several files is read from all of them (or, "
+                "with none of them there and `benchmarks.hub_fallback: true`, from the hub by name)")
+    return "put the file there, fix the path, or set `benchmarks.hub_fallback: true` to load it from the hub by name"
+
+
 def benchmark_file_errors(config: Mapping[str, Any], workdir: Path) -> list[str]:
     """Each real benchmark's local file must exist and be non-empty — a missing one may come from the hub instead
     (`benchmarks.hub_fallback`); a records-only study reads none."""
@@ -198,7 +208,7 @@ def benchmark_file_errors(config: Mapping[str, Any], workdir: Path) -> list[str]
     errors = []
     files = bench.get("files") or {}
     fallback = bench.get("hub_fallback", False)
-    for name, path in files.items():
+    for name, entry in files.items():
         key = f"benchmarks.files.{name}"
         if name not in names:
             errors.append(f"{key}: {name!r} is not in benchmarks.names{did_you_mean(name, names)}; "
@@ -206,14 +216,11 @@ def benchmark_file_errors(config: Mapping[str, Any], workdir: Path) -> list[str]
         elif name in REGISTRY and REGISTRY[name].procedural:
             errors.append(f"{key}: {name!r} is a procedural stand-in, generated rather than read; remove the entry")
         elif reads_files:
-            problem = _file_problem(workdir / path)
-            if problem == "does not exist" and fallback:
+            problems = {path: _file_problem(workdir / path) for path in benchmark_paths(entry)}
+            if fallback and all(problem == "does not exist" for problem in problems.values()):
                 continue  # loaded from the hub by name in its benchmark_items job
-            if problem:
-                fix = ("put the file there or fix the path" if problem != "does not exist" else
-                       "put the file there, fix the path, or set `benchmarks.hub_fallback: true` to load it from "
-                       "the hub by name")
-                errors.append(f"{key}: {path!r} {problem}; {fix}")
+            errors += [f"{key}: {path!r} {problem}; {_file_fix(problem, len(problems))}"
+                       for path, problem in problems.items() if problem]
     for name in names:
         if name in REGISTRY and not REGISTRY[name].procedural and name not in files and not fallback and reads_files:
             errors.append(f"benchmarks.files.{name}: missing; real benchmark {name!r} is read from a local file — "

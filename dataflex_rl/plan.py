@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from dataflex_rl.benchmarks.loaders import benchmark_paths
 from dataflex_rl.config_checks import corpus_domains
 from dataflex_rl.layout import FULL_DATA
 from dataflex_rl.policies.catalogue import CATALOGUE
@@ -15,11 +16,12 @@ from dataflex_rl.benchmarks.registry import get_benchmark
 
 
 def hub_benchmarks(study: Study, file_exists) -> list[str]:
-    """The real benchmarks read from the hub (benchmarks.hub_fallback): no local file, or one that does not exist
+    """The real benchmarks read from the hub (benchmarks.hub_fallback): no local file, or none of its files exists
     (`file_exists(path)`); procedural stand-ins are generated."""
     files = study.benchmarks.files
     return [name for name in study.benchmarks.names
-            if not get_benchmark(name).procedural and not (name in files and file_exists(files[name]))]
+            if not get_benchmark(name).procedural
+            and not (name in files and any(file_exists(path) for path in benchmark_paths(files[name])))]
 
 
 def planned_jobs(study: Study) -> dict[str, int]:

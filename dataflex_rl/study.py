@@ -55,7 +55,7 @@ class BenchmarkSettings:
     names: tuple[str, ...]
     items: int = 100
     seed: int = 1000
-    files: Mapping[str, str] = field(default_factory=dict)
+    files: Mapping[str, str | list[str]] = field(default_factory=dict)  # a benchmark may be several files
     hub_fallback: bool = False
 
 
@@ -75,7 +75,6 @@ class DecontaminationSettings:
 
 @dataclass(frozen=True)
 class CalibrationSettings:
-    max_items: int = 100
     min_base_parse_rate: float = 0.0
 
 

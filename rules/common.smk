@@ -7,6 +7,7 @@ from snakemake.utils import validate
 
 from dataflex_rl import layout
 from dataflex_rl.backends.base import get_backend
+from dataflex_rl.benchmarks.loaders import benchmark_paths
 from dataflex_rl.config_checks import config_errors, resource_errors
 from dataflex_rl.duplicate_keys import duplicate_key_errors
 from dataflex_rl.plan import hub_benchmarks, matrix_summary, planned_jobs
@@ -103,9 +104,9 @@ def gate_outputs():
 
 
 def benchmark_file(wildcards):
-    """The real benchmark's local file, as an input once it exists (procedural stand-ins have none)."""
+    """The real benchmark's local file(s), as inputs once they exist (procedural stand-ins have none)."""
     path = STUDY.benchmarks.files.get(wildcards.benchmark)
-    return [path] if path and wildcards.benchmark not in HUB_BENCHMARKS else []
+    return benchmark_paths(path) if path and wildcards.benchmark not in HUB_BENCHMARKS else []
 
 
 def scored_model(wildcards):

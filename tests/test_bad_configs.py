@@ -104,6 +104,21 @@ def _real_benchmark(path: str, content: str | None, hub_fallback: bool = False):
     return change
 
 
+def _bbh_files(present: list[str], absent: list[str], hub_fallback: bool):
+    """Replace the logic stand-in syllogism with BBH logical deduction given as several files: `present` written (an
+    official BBH JSON of one example), `absent` not."""
+    def change(config, workdir):
+        names = config["benchmarks"]["names"]
+        names[names.index("syllogism")] = "BBH-logical-deduction"
+        config["benchmarks"]["files"] = {"BBH-logical-deduction": present + absent}
+        config["benchmarks"]["hub_fallback"] = hub_fallback
+        for path in present:
+            (workdir / path).parent.mkdir(parents=True, exist_ok=True)
+            (workdir / path).write_text('{"canary": "x", "examples": [{"input": "Q?", "target": "(A)"}]}')
+
+    return change
+
+
 def _rename_model(old: str, new: str):
     def change(config, workdir):
         config["models"][new] = config["models"].pop(old)
@@ -189,6 +204,14 @@ CASES = [
          ("benchmarks.files.GPQA-Diamond: 'data/gpqa.jsonl' does not exist", "benchmarks.hub_fallback: true")),
     Case("real benchmark file empty (hub fallback on)", _real_benchmark("data/gpqa.jsonl", "", hub_fallback=True),
          ("benchmarks.files.GPQA-Diamond: 'data/gpqa.jsonl' is empty",)),
+    Case("one of a benchmark's files missing (hub fallback on)",
+         _bbh_files(["data/bbh/three.json", "data/bbh/seven.json"], ["data/bbh/five.json"], hub_fallback=True),
+         ("benchmarks.files.BBH-logical-deduction: 'data/bbh/five.json' does not exist; put the file there or fix the "
+          "path: a benchmark given as several files is read from all of them",)),
+    Case("every one of a benchmark's files missing, no hub fallback",
+         _bbh_files([], ["data/bbh/three.json", "data/bbh/five.json"], hub_fallback=False),
+         ("benchmarks.files.BBH-logical-deduction: 'data/bbh/three.json' does not exist",
+          "benchmarks.files.BBH-logical-deduction: 'data/bbh/five.json' does not exist")),
     Case("verl local model path missing", _verl(path="./weights/qwen-7b"),
          ("models.qwen.path: local path './weights/qwen-7b' does not exist",)),
     Case("embedded model given a path", _set("models.tiny-qwen2.path", "Qwen/Qwen2.5-7B"),

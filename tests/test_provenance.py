@@ -106,7 +106,7 @@ def test_each_job_slice_holds_what_its_result_depends_on():
     assert batch.score_slice("tiny-qwen2", softmax.name, "gcd")["evaluation.batch_size"] == 7
 
     neutral = [study(**{"training.checkpoint_every": 5}), study(**{"evaluation.seed": 9}),  # greedy: no sampling seed
-               study(**{"methods.softmax.control": "static"}), study(**{"calibration.max_items": 3}),
+               study(**{"methods.softmax.control": "static"}), study(**{"calibration.min_base_parse_rate": 0.5}),
                study(**{"evaluation.min_parse_rate": 0.9}), study(**{"methods.difffilter.params": {"high": 0.8}})]
     for other in neutral:  # difffilter's low defaults to the 0.2 the default config writes out
         for model, run in base.scored_runs():

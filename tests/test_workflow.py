@@ -83,7 +83,7 @@ REPLANNED = {
     "evaluation.seed": 5, "decontamination.threshold": 0.7, "corpus.items_per_domain": 50, "corpus.seed": 2,
     "models.tiny-qwen2.shape.hidden_size": 48, "models.tiny-qwen2.warmup.steps": 4, "benchmarks.items": 9,
     "benchmarks.seed": 1001, "stats.confidence": 0.9, "stats.curve_window": 3, "training.checkpoint_every": 1,
-    "calibration.max_items": 5, "calibration.min_base_parse_rate": 0.01,
+    "calibration.min_base_parse_rate": 0.01,
 }
 EXPECTED = {
     **{f"training.{key}": {"train": 8, "score": 8, **AFTER_TRAIN} for key in (
@@ -107,10 +107,8 @@ EXPECTED = {
     "stats.confidence": {"tables": 1, "all": 1},
     "stats.curve_window": {"training_curves": 1, "all": 1},
     "training.checkpoint_every": {},  # a resumed run is bit-identical
-    "calibration.max_items": {"calibrate": 12, "all": 1},  # a gate: it reruns, nothing downstream does
-    "calibration.min_base_parse_rate": {"parse_gate": 1, "all": 1},
+    "calibration.min_base_parse_rate": {"parse_gate": 1, "all": 1},  # a gate: it reruns, nothing downstream does
     # two changes in one edit: a rerun gate must not hide the other change from Snakemake's rerun checks
-    "calibration.max_items+training.learning_rate": {"calibrate": 12, "train": 8, "score": 8, **AFTER_TRAIN},
     "calibration.min_base_parse_rate+evaluation.batch_size": {"score": 9, "parse_gate": 1, "records": 1, "tables": 1,
                                                               "all": 1},
 }
