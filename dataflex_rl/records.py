@@ -174,11 +174,11 @@ def validate_records(df: pd.DataFrame) -> None:
 
 def collect_records(sources: Iterable[Mapping], *, versions: str | None = None,
                     min_parse_rate: float | None = None) -> pd.DataFrame:
-    """The records table from score files; each source names its path, its provenance record, model, method, seed
-    (None: base), benchmark and optionally `extras` (the study cell's base_model, campaign and regime columns). A
-    row's fingerprint and step count are copied from the provenance record, after the score file is checked against
-    it (a damaged one is refused, naming it); nothing is recomputed from the current config. `versions` (a `package_versions` string) is stamped on every row; `min_parse_rate` sets every row's
-    `parse_flagged`."""
+    """The records table from score files; each source names its path, its provenance record, model, method, seed (None:
+    base), benchmark and optionally `extras` (the study cell's base_model, campaign and regime columns). A row's
+    fingerprint and step count are copied from the provenance record, after the score file is checked against it (a
+    damaged one is refused, naming it); nothing is recomputed from the current config. `versions` (a `package_versions`
+    string) is stamped on every row; `min_parse_rate` sets every row's `parse_flagged`."""
     from dataflex_rl.benchmarks.registry import get_benchmark
 
     rows, extras = [], {}

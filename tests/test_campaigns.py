@@ -145,3 +145,6 @@ def test_the_campaign_path_runs_end_to_end_on_the_smoke_study(tmp_path):
     assert set(long_training["method"]) == {"difffilter"} and set(constrained["method"]) == {"difffilter"}
     cross = pd.read_csv(tables / "cross_model.csv")
     assert "tiny-qwen2-small@scale_curve" in set(cross["model"])
+    curve = pd.read_csv(tables / "scale_curve.csv")  # difffilter, at full data and the fewest steps of each model
+    assert curve["method"].tolist() == ["difffilter"]
+    assert set(curve.columns) == {"method", "control", "tiny-qwen2@main", "tiny-qwen2-small@scale_curve"}

@@ -31,7 +31,8 @@ def test_procedural_reward_is_one_only_at_full_credit():
     assert verify_procedural("   ", item) == Verdict(parsed=False, correct=False)
 
 
-@pytest.mark.parametrize("response", ["B", "(B)", "B) 3500", "B.", "The answer is (B).", "Answer: B", "the answer is b"])
+@pytest.mark.parametrize("response", ["B", "(B)", "B) 3500", "B.", "The answer is (B).", "Answer: B",
+                                      "the answer is b"])
 def test_multiple_choice_accepts_the_usual_surface_forms(response):
     assert verify_multiple_choice(response, {"answer": "B"}) == Verdict(parsed=True, correct=True)
 
@@ -112,7 +113,8 @@ TUPLES_IN_ONE = {"answer": "(1,0),(0,1), 2", "metadata": {"answers": ["(1,0),(0,
 @pytest.mark.parametrize("response, item, correct", [
     ("\\boxed{84, 69}", SETS, True), ("The answers are $69$ and $84$.", SETS, True), ("\\boxed{69}", SETS, False),
     ("\\boxed{69, 84, 1}", SETS, False), ("\\boxed{69, 69}", SETS, False),
-    ("\\boxed{(2,6), (-6,6)}", TUPLES, True), ("\\boxed{(2,6)}", TUPLES, False), ("\\boxed{-6, 6, 2, 6}", TUPLES, False),
+    ("\\boxed{(2,6), (-6,6)}", TUPLES, True), ("\\boxed{(2,6)}", TUPLES, False),
+    ("\\boxed{-6, 6, 2, 6}", TUPLES, False),
     ("\\boxed{2, (0,1), (1,0)}", TUPLES_IN_ONE, True), ("\\boxed{(1,0), 2}", TUPLES_IN_ONE, False),
 ])
 def test_a_gold_of_several_answers_needs_every_one_in_any_order(response, item, correct):

@@ -5,7 +5,8 @@ evaluation harness's data), a JSON list of rows or an object holding them under 
 results; the official BBH files, {canary, examples}), or CSV (GPQA's distribution); a benchmark given as several files
 (BBH's three, five and seven object files) is their rows in the order listed. Every item row has
 dataflex_rl.items.BENCHMARK_ITEM_COLUMNS; `metadata` holds every other native column, what the reader derived
-(`options`, `names`) and the row's position in the source (`source_index`). Where the paper's authors scored a seeded subset, the loader keeps the same rows.
+(`options`, `names`) and the row's position in the source (`source_index`). Where the paper's authors scored a seeded
+subset, the loader keeps the same rows.
 
 The hub is used only when asked (`benchmarks.hub_fallback`), through the optional `datasets` package
 (`pip install 'dataflex-rl[hub]'`), imported here and nowhere else.

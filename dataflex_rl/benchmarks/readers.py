@@ -163,7 +163,7 @@ def _olympiad(row: Mapping) -> NativeItem:
 
 
 def kk_gold(names: list[str], solution: list) -> str:
-    """'Zoey is a knight, Oliver is a knave': K&K's solution booleans (True = knight) in the verifier's sentence form."""
+    """'Zoey is a knight, Oliver is a knave': K&K's solution booleans (True = knight), as the verifier reads them."""
     return ", ".join(f"{name} is a {'knight' if bool(is_knight) else 'knave'}" for name, is_knight in
                      zip(names, solution, strict=True))
 

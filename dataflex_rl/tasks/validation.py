@@ -3,7 +3,8 @@
 Every row read from a file is either kept or quarantined with a reason code (`REASONS`), so for each file
 rows_in = rows_kept + rows_quarantined. Quarantined rows go to a JSONL file beside the rule's outputs, with the file, the
 1-based line (JSONL) or row (parquet) number, the reason, a detail and the row (as built from the file, its other
-columns in metadata; an unreadable line as its text). The quarantine file is not a declared output: Snakemake deletes a failed job's outputs, and the rows must survive the failure they caused. A file
+columns in metadata; an unreadable line as its text). The quarantine file is not a declared output: Snakemake deletes a
+failed job's outputs, and the rows must survive the failure they caused. A file
 whose quarantined share exceeds the configured fraction, or that keeps no row at all, fails the job naming the file,
 the counts per reason, the threshold's config key and the quarantine file.
 """
