@@ -436,7 +436,8 @@ def test_the_smoke_config_itself_passes_and_its_summary_counts_the_planned_jobs(
     result = _dry_run(Case("smoke", lambda config, workdir: None, ()), tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     output = result.stdout + result.stderr
-    assert "1 model(s) × 4 method(s) × 2 seed(s) = 8 training runs; seeds 1, 2" in output
+    assert ("1 model(s) × 1 regime(s) × 1 step budget(s) × 4 method(s) × 2 seed(s) = 8 training runs\n"
+            "    models tiny-qwen2; regimes full; steps 3; seeds 1, 2") in output
     assert "    difffilter     difffilter  selection    vs baseline      high=0.8, low=0.2" in output  # keys sorted
     summary = output.split("jobs from scratch and resources per job:", 1)[1].split("Job stats:", 1)[0]
     summarised = {m[1]: int(m[2]) for m in re.finditer(r"^    (\w+)\s+(\d+)\s+1\s", summary, re.MULTILINE)}
