@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from dataflex_rl.layout import FULL_DATA, UNTRAINED
-from dataflex_rl.regimes.catalogue import regime_errors
+from dataflex_rl.regimes.catalogue import regime_errors, regime_params
 from dataflex_rl.suggest import did_you_mean
 
 _RESERVED_REGIMES = (FULL_DATA, UNTRAINED)
@@ -39,9 +39,7 @@ def campaign_errors(config: Mapping[str, Any], domains: Sequence[str]) -> list[s
     """Every problem of the config's regimes and campaigns; `domains`: the corpus's domains (an unbalanced regime's
     target must be one of them)."""
     errors = [f"regimes.{name}: {problem}" for name, entry in (config.get("regimes") or {}).items()
-              for problem in regime_errors(entry["transform"],
-                                           {k: v for k, v in entry.items() if k not in ("transform", "seed")},
-                                           domains)]
+              for problem in regime_errors(entry["transform"], regime_params(entry), domains)]
     errors += [f"regimes.{name}: the name {name!r} is reserved ({FULL_DATA!r}: the clean corpus, {UNTRAINED!r}: the "
               f"base model); rename the regime" for name in config.get("regimes") or {} if name in _RESERVED_REGIMES]
     for name, entry in (config.get("campaigns") or {}).items():

@@ -14,7 +14,7 @@ Importing this module does not import torch: `snakemake -n` stays fast.
 from __future__ import annotations
 
 import functools
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Mapping
 
 from dataflex_rl import layout
@@ -24,7 +24,7 @@ from dataflex_rl.methods import MethodSpec
 from dataflex_rl.layout import FULL_DATA, UNTRAINED, parse_run, run_id, run_name, study_cell
 from dataflex_rl.policies.catalogue import CATALOGUE
 from dataflex_rl.recipe import GRPOSettings
-from dataflex_rl.regimes.catalogue import REGIMES
+from dataflex_rl.regimes.catalogue import REGIMES, regime_params
 from dataflex_rl.sections import filled
 from dataflex_rl.tasks.prompting import DEFAULT_TEMPLATE
 
@@ -204,8 +204,7 @@ def _model(name: str, entry: Mapping[str, Any]) -> ModelSpec:
 
 def _regime(name: str, entry: Mapping[str, Any]) -> RegimeSpec:
     """A regime with its transform's defaults filled in (dataflex_rl.regimes.catalogue)."""
-    params = REGIMES[entry["transform"]].with_defaults(
-        {key: value for key, value in entry.items() if key not in ("transform", "seed")})
+    params = REGIMES[entry["transform"]].with_defaults(regime_params(entry))
     return RegimeSpec(name, entry["transform"], _canonical(params), int(entry.get("seed", 0)))
 
 
@@ -257,8 +256,8 @@ def _flat(prefix: str, value: Any) -> dict[str, Any]:
 
 
 def _memoised(method):
-    """Compute a slice once per study and arguments: the dry run of a large matrix asks for the same upstream slices
-    thousands of times. Callers get the shared dict and must not change it."""
+    """Compute once per study and arguments (a slice, the cells, the runs): the dry run of a large matrix asks for the
+    same upstream slices and the same runs thousands of times. Callers get the shared value and must not change it."""
     @functools.wraps(method)
     def cached(self, *args):
         cache = self.__dict__.setdefault("_slices", {})
@@ -298,12 +297,12 @@ class Study:
         """The study of a config that passed `config_checks.config_errors` and the schema."""
         bench = config["benchmarks"]
         corpus = config["corpus"]
+        trained = _campaign_models(config)
         return cls(
             name=config["study"],
             template=config.get("prompt_template", DEFAULT_TEMPLATE),
             threads=int(config.get("threads_per_job", 1)),
-            models={name: _model(name, entry) for name, entry in config["models"].items()
-                    if name in _campaign_models(config)},
+            models={name: _model(name, entry) for name, entry in config["models"].items() if name in trained},
             methods={name: _method(name, entry) for name, entry in config["methods"].items()},
             training=filled(GRPOSettings, config["training"]),
             evaluation=filled(EvaluationSettings, config.get("evaluation")),
@@ -323,11 +322,13 @@ class Study:
         )
 
     # --- the matrix ---------------------------------------------------------------------------------------------
+    @_memoised
     def cells(self) -> list[Cell]:
         """Every study cell of every campaign, in the config's order."""
         return [cell for campaign in self.campaigns for cell in campaign.cells()]
 
     @property
+    @_memoised
     def runs(self) -> list[Run]:
         """Every training run once, in the order the campaigns first name it; every method of a cell shares its seed
         list, so seeds are matched by construction."""
@@ -349,8 +350,16 @@ class Study:
     def previous_budget(self, run: Run) -> Run | None:
         """The run of the same line with the largest smaller step budget, if the study trains one: the longer run
         continues its checkpoint, so it must finish first."""
-        shorter = [r for r in self.runs if r.line == run.line and r.steps < run.steps]
-        return max(shorter, key=lambda r: r.steps) if shorter else None
+        shorter = [steps for steps in self._budgets()[run.line] if steps < run.steps]
+        return replace(run, steps=shorter[-1]) if shorter else None
+
+    @_memoised
+    def _budgets(self) -> dict[tuple, list[int]]:
+        """Each training line's step budgets, ascending (asked once per train job of a dry run)."""
+        budgets: dict[tuple, list[int]] = {}
+        for run in self.runs:
+            budgets.setdefault(run.line, []).append(run.steps)
+        return {line: sorted(steps) for line, steps in budgets.items()}
 
     def regime_corpora(self) -> list[tuple[str, str]]:
         """(regime, model) of every regime corpus a run trains on."""
@@ -401,8 +410,8 @@ class Study:
         """A regime's training corpus: the clean corpus and the transform; a transform that reads the untrained base's
         solve rates (low_utility) depends on the model and on how they are measured too."""
         spec = self.regimes[regime]
-        picked = {**self.clean_corpus_slice(), **_flat(f"regimes.{regime}", asdict(spec))}
-        del picked[f"regimes.{regime}.name"]
+        picked = {**self.clean_corpus_slice(),
+                  **_flat(f"regimes.{regime}", {"transform": spec.transform, "params": spec.params, "seed": spec.seed})}
         if spec.needs_solve_rates:
             picked.update(self.solve_rates_slice(model))
         return _sorted(picked)

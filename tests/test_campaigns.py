@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from snakemake.utils import update_config
 
 from dataflex_rl import layout
 from dataflex_rl.study import Run, Study
@@ -21,16 +22,10 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snake
 
 
 def config_of(*files: str) -> dict:
-    """The config Snakemake makes of several --configfile files: each deep-merged over the ones before."""
-    def merge(base, over):
-        for key, value in over.items():
-            base[key] = merge(base.get(key, {}), value) if isinstance(value, dict) and isinstance(
-                base.get(key), dict) else value
-        return base
-
+    """The config Snakemake makes of several --configfile files: each merged key by key over the ones before."""
     config: dict = {}
     for name in files:
-        config = merge(config, yaml.safe_load((REPO / name).read_text()))
+        update_config(config, yaml.safe_load((REPO / name).read_text()))
     return config
 
 

@@ -8,10 +8,11 @@ expected, what was found and the fix. The caller prefixes the config key.
 """
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from numbers import Real
 from typing import Any, Mapping, Sequence
+
+from dataflex_rl.suggest import did_you_mean
 
 _REQUIRED = object()
 
@@ -78,14 +79,13 @@ REGIMES: dict[str, TransformSpec] = {transform.name: transform for transform in 
 )}
 
 
-def unknown_transform(name: str) -> str:
-    close = difflib.get_close_matches(name, REGIMES, n=1)
-    hint = f"did you mean {close[0]!r}? " if close else ""
-    return f"unknown transform {name!r}; {hint}(known: {', '.join(REGIMES)})"
+def regime_params(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """A config's regime entry without the keys every regime has (`transform`, `seed`): its transform's parameters."""
+    return {key: value for key, value in entry.items() if key not in ("transform", "seed")}
 
 
 def regime_errors(transform: str, params: Mapping[str, Any], domains_available: Sequence[str]) -> list[str]:
     """Every problem of a regime (an unknown transform, or its transform's parameter problems)."""
     if transform not in REGIMES:
-        return [unknown_transform(transform)]
+        return [f"unknown transform {transform!r}{did_you_mean(transform, REGIMES)} (known: {', '.join(REGIMES)})"]
     return REGIMES[transform].check(params, domains_available)

@@ -112,10 +112,9 @@ class EmbeddedGRPOTrainer:
         with atomic_path(path) as tmp, open(tmp, "wb") as handle:
             torch.save(obj, self.fault.writer(handle, fault_point, self.step))
 
-    def load_checkpoint(self, path: Path) -> None:
-        """Resume from `path`; the caller keys the state folder by the run's settings and inputs
+    def _restore(self, state: dict) -> None:
+        """Resume from a loaded checkpoint; the caller keys the state folder by the run's settings and inputs
         (dataflex_rl.jobs.training_state), so a checkpoint found there belongs to this configuration."""
-        state = torch.load(path, weights_only=False)
         self.model.load_state_dict(state["model"])
         self.optimiser.load_state_dict(state["optimiser"])
         self._load_draw_state(state)
@@ -201,8 +200,9 @@ class EmbeddedGRPOTrainer:
         remove_partial_writes(checkpoint.parent, glob.escape(checkpoint.name))
         start = self._resume_point(Path(state_dir), checkpoint)
         if start is not None:
-            self.load_checkpoint(start)
-            print(f"resuming from step {self.step} of {start}", file=sys.stderr)
+            path, state = start
+            self._restore(state)
+            print(f"resuming from step {self.step} of {path}", file=sys.stderr)
         bar = tqdm(total=self.settings.steps, initial=self.step, desc=f"GRPO {self.method.name} seed {self.seed}",
                    disable=not progress, mininterval=5)
         while self.step < self.settings.steps:
@@ -225,15 +225,20 @@ class EmbeddedGRPOTrainer:
         return pd.DataFrame(self.metrics)
 
     # --- step budgets: every budget of a training line shares its state folder -----------------------------------
-    def _resume_point(self, state_dir: Path, checkpoint: Path) -> Path | None:
-        """The checkpoint to resume from: the latest one, unless a longer budget of this line has already taken it
-        past `settings.steps` (a shorter run rebuilt after a longer one); then the kept end of the longest budget
-        within reach (`_keep_budget`), or none: the run starts afresh."""
-        if checkpoint.exists() and int(torch.load(checkpoint, weights_only=False)["step"]) <= self.settings.steps:
-            return checkpoint
+    def _resume_point(self, state_dir: Path, checkpoint: Path) -> tuple[Path, dict] | None:
+        """The checkpoint to resume from, loaded: the latest one, unless a longer budget of this line has already
+        taken it past `settings.steps` (a shorter run rebuilt after a longer one); then the kept end of the longest
+        budget within reach (`_keep_budget`), or none: the run starts afresh."""
+        if checkpoint.exists():
+            state = torch.load(checkpoint, weights_only=False)
+            if int(state["step"]) <= self.settings.steps:
+                return checkpoint, state
         budgets = {int(path.stem.removeprefix("budget")): path for path in state_dir.glob("budget*.pt")}
         within = [steps for steps in budgets if steps <= self.settings.steps]
-        return budgets[max(within)] if within else None
+        if not within:
+            return None
+        kept = budgets[max(within)]
+        return kept, torch.load(kept, weights_only=False)
 
     def _keep_budget(self, state_dir: Path, checkpoint: Path) -> None:
         """Keep the state at the end of this budget (a hard link: no copy until the latest checkpoint moves on), so
