@@ -87,10 +87,12 @@ def test_cosine_of_a_two_parameter_softmax_policy_equals_the_analytic_value():
     validation_group, validation_rewards = [[0, 1], [2, 2, 2], [0]], [1.0, 0.0, 1.0]
     for aggregation in ("token_mean", "seq_mean"):
         theta = torch.tensor(theta_values, dtype=torch.float64)
-        g_v = _softmax_group_grads(theta, [validation_group], torch.tensor([validation_rewards], dtype=torch.float64), aggregation)[0]
+        validation_r = torch.tensor([validation_rewards], dtype=torch.float64)
+        g_v = _softmax_group_grads(theta, [validation_group], validation_r, aggregation)[0]
         g = _softmax_group_grads(theta, groups, torch.tensor(rewards, dtype=torch.float64), aggregation)
         hand_v = _hand_gradient(theta_values, validation_group, validation_rewards, aggregation)
-        expected = [_cosine(_hand_gradient(theta_values, grp, r, aggregation), hand_v) for grp, r in zip(groups, rewards)]
+        expected = [_cosine(_hand_gradient(theta_values, grp, r, aggregation), hand_v)
+                    for grp, r in zip(groups, rewards)]
         assert g_v.tolist() == pytest.approx(hand_v, abs=1e-12)
         assert alignment_scores(g, g_v, torch.zeros(3, dtype=torch.bool)).tolist() == pytest.approx(expected, abs=1e-6)
 
@@ -335,3 +337,13 @@ def test_layout_groups_parameters_into_modules_and_contributions_sum_to_the_dot_
     assert sum(shares.values()) == pytest.approx(float(v.double() @ g.double()), abs=1e-9)
     embed = layout.slices["model.embed_tokens.weight"]
     assert shares["model.embed_tokens"] == pytest.approx(float(v[embed].double() @ g[embed].double()), abs=1e-9)
+
+
+def test_gradients_refuse_a_reward_shape_that_does_not_match_the_rollout_and_unknown_methods(rollout):
+    model, generated, rewards = rollout
+    with pytest.raises(ValueError, match=r"must match the rollout: 6 prompts and 24 responses"):
+        summed_gradient(model, generated, rewards[:5])
+    with pytest.raises(ValueError, match=r"must match the rollout"):
+        group_gradients(model, generated, rewards.view(12, 2))
+    with pytest.raises(ValueError, match="unknown gradient method 'ghost'; known: loop, vmap"):
+        group_gradients(model, generated, rewards, method="ghost")
