@@ -50,9 +50,10 @@ class Backend(Protocol):
         ...
 
     def train(self, model: Mapping[str, Any], *, base, corpus, method, seed: int, training: GRPOSettings,
-              template: str, out_model, out_metrics, state_dir, threads: int) -> None:
+              template: str, out_model, out_metrics, state_dir, threads: int, target_domain: str | None = None) -> None:
         """Train one run from `base` (None: the backend loads `path`); write the final model directory (Hugging Face
-        layout) and the per-step metrics."""
+        layout) and the per-step metrics. `target_domain`: where a prompt selection draws its validation prompts
+        (the unbalanced regime's evaluation domain; None: any)."""
 
     def open_generator(self, model: Mapping[str, Any], *, model_dir, threads: int) -> Generator:
         """Load a model directory (a base or a trained run's) for scoring; None: the untrained `path` itself."""

@@ -100,8 +100,8 @@ def _pack(generated, rewards: Tensor) -> _PackedGroups:
                          f"{responses} responses (N·K)")
     width = generated.response_ids.shape[1]
     prompt_mask = generated.prompt_mask
-    ids = torch.cat([generated.prompt_ids, generated.response_ids.view(groups, rollouts * width)], dim=1)
-    valid = torch.cat([prompt_mask, generated.response_mask.view(groups, rollouts * width)], dim=1).bool()
+    ids = torch.cat([generated.prompt_ids, generated.response_ids.reshape(groups, rollouts * width)], dim=1)
+    valid = torch.cat([prompt_mask, generated.response_mask.reshape(groups, rollouts * width)], dim=1).bool()
     length = ids.shape[1]
     block = torch.cat([torch.zeros(prompt_mask.shape[1], dtype=torch.long),
                        torch.arange(1, rollouts + 1).repeat_interleave(width)])
@@ -112,8 +112,8 @@ def _pack(generated, rewards: Tensor) -> _PackedGroups:
     attention = torch.zeros(allowed.shape).masked_fill(~allowed, torch.finfo(torch.float32).min)[:, None]
     positions = torch.cat([(prompt_mask.cumsum(-1) - 1).clamp(min=0),
                            prompt_mask.sum(-1, keepdim=True) + torch.arange(width).repeat(rollouts)], dim=1)
-    return _PackedGroups(ids, positions, attention, generated.response_ids.view(groups, rollouts, width),
-                         generated.response_mask.view(groups, rollouts, width))
+    return _PackedGroups(ids, positions, attention, generated.response_ids.reshape(groups, rollouts, width),
+                         generated.response_mask.reshape(groups, rollouts, width))
 
 
 def _packed_logprobs(model, params: dict[str, Tensor], packed: _PackedGroups) -> Tensor:
