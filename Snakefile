@@ -12,6 +12,7 @@ if not workflow.overwrite_configfiles:
 
 include: "rules/common.smk"
 include: "rules/corpus.smk"
+include: "rules/regimes.smk"
 include: "rules/calibrate.smk"
 include: "rules/train.smk"
 include: "rules/evaluate.smk"

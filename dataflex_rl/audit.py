@@ -78,7 +78,7 @@ def _records_state(rows: pd.DataFrame, artefacts: list[dict], installed: Mapping
 
 
 def _cell(root: Path, cell: Mapping[str, Any], records: pd.DataFrame | None,
-          installed: Mapping[str, str | None], benchmarks: list[str]) -> dict[str, Any]:
+          installed: Mapping[str, str | None]) -> dict[str, Any]:
     artefacts = [_artefact(root, a) for a in cell["artefacts"]]
     states = [a["state"] for a in artefacts]
     status = ("complete" if all(s in ("current", "stale") for s in states)
@@ -98,7 +98,7 @@ def _cell(root: Path, cell: Mapping[str, Any], records: pd.DataFrame | None,
             "status": status, "missing": [a["kind"] for a in artefacts if a["state"] == "missing"],
             "damaged": [line for a in artefacts for line in a["damage"]], "stale": stale, "changed_keys": changed,
             "artefacts": artefacts, "recorded_benchmarks": len(recorded),
-            "unrecorded_benchmarks": [b for b in benchmarks if b not in recorded], "records": record_state}
+            "unrecorded_benchmarks": [b for b in cell["benchmarks"] if b not in recorded], "records": record_state}
 
 
 def _comparisons(expected: Mapping[str, Any], cells: list[dict]) -> list[dict[str, Any]]:
@@ -107,8 +107,10 @@ def _comparisons(expected: Mapping[str, Any], cells: list[dict]) -> list[dict[st
         if cell["seed"] is not None and cell["status"] == "complete":
             finished.setdefault((cell["model"], cell["method"]), set()).add(cell["seed"])
     comparisons = []
-    for model in expected["models"]:
+    for model, methods in expected["cell_methods"].items():
         for method, control in expected["controls"].items():
+            if method not in methods or control not in methods:
+                continue
             ours, theirs = finished.get((model, method), set()), finished.get((model, control), set())
             comparisons.append({
                 "model": model, "method": method, "control": control, "matched_seeds": sorted(ours & theirs),
@@ -116,6 +118,17 @@ def _comparisons(expected: Mapping[str, Any], cells: list[dict]) -> list[dict[st
                 "matched": ours == theirs,
             })
     return comparisons
+
+
+def _study_cells(expected: Mapping[str, Any], cells: list[dict]) -> list[dict[str, Any]]:
+    """Completeness per study cell (a campaign's model, regime and step budget): its trained runs by status."""
+    rows = []
+    for name, campaign in expected["cell_campaigns"].items():
+        runs = [c for c in cells if c["model"] == name and c["seed"] is not None]
+        rows.append({"cell": name, "campaign": campaign, "runs": len(runs),
+                     **{status: sum(c["status"] == status for c in runs) for status in ("complete", "partial",
+                                                                                          "missing")}})
+    return rows
 
 
 def audit_study(expected: Mapping[str, Any], root: str | Path = ".", installed: str | None = None) -> dict[str, Any]:
@@ -126,7 +139,7 @@ def audit_study(expected: Mapping[str, Any], root: str | Path = ".", installed: 
     installed_versions = json.loads(installed if installed is not None else package_versions())
     records_path = root / expected["records"]
     records = load_records(records_path) if records_path.is_file() else None
-    cells = [_cell(root, cell, records, installed_versions, expected["benchmarks"]) for cell in expected["cells"]]
+    cells = [_cell(root, cell, records, installed_versions) for cell in expected["cells"]]
     known = {cell["run_id"] for cell in cells}
     extra = sorted(set(records["run_id"]) - known) if records is not None else []
     comparisons = _comparisons(expected, cells)
@@ -139,6 +152,7 @@ def audit_study(expected: Mapping[str, Any], root: str | Path = ".", installed: 
         "installed_packages": installed_versions,
         "counts": {**counts, "cells": len(cells), "stale": len(stale), "damaged": len(damaged),
                    "unmatched_comparisons": sum(not c["matched"] for c in comparisons)},
+        "study_cells": _study_cells(expected, cells),
         "cells": cells,
         "comparisons": comparisons,
         "stale_runs": stale,
@@ -180,6 +194,10 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         f"partial, {counts['missing']} missing; {counts['stale']} stale; {counts['damaged']} damaged; "
         f"{counts['unmatched_comparisons']} comparison(s) with unmatched seeds. "
         f"Records: {report['records_file'] or 'none yet'}.", "",
+        "## Study cells (trained runs)", "", "| cell | campaign | runs | complete | partial | missing |",
+        "|---|---|---|---|---|---|",
+        *[f"| {c['cell']} | {c['campaign'] or '—'} | {c['runs']} | {c['complete']} | {c['partial']} | "
+          f"{c['missing']} |" for c in report["study_cells"]], "",
         "## Cells", "", "| run | status | missing | recorded benchmarks | stale |", "|---|---|---|---|---|",
     ]
     for cell in report["cells"]:

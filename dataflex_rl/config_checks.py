@@ -9,15 +9,17 @@ lists every refusal. Nothing here imports torch.
 """
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from pathlib import Path
 from string import Formatter
 from typing import Any, Mapping
 
+from dataflex_rl.campaign_checks import campaign_errors
+from dataflex_rl.suggest import did_you_mean, known as _known
 from dataflex_rl.policies.catalogue import CATALOGUE, StudyShape
 from dataflex_rl.backends.base import get_backend
+from dataflex_rl.benchmarks.loaders import benchmark_paths
 from dataflex_rl.benchmarks.registry import REGISTRY
 from dataflex_rl.layout import UNTRAINED
 from dataflex_rl.recipe import GRPOSettings
@@ -31,15 +33,6 @@ _KEY_HINTS = {
              "comparison is over matched seeds",
     "seed": "training seeds are the study-wide top-level `seeds` list",
 }
-
-
-def did_you_mean(word: str, known) -> str:
-    match = difflib.get_close_matches(str(word), [str(k) for k in known], n=1, cutoff=0.6)
-    return f"; did you mean {match[0]!r}?" if match else ""
-
-
-def _known(names) -> str:
-    return ", ".join(sorted(map(str, names)))
 
 
 # --- the schema -----------------------------------------------------------------------------------------------------
@@ -197,6 +190,15 @@ def data_errors(config: Mapping[str, Any], workdir: Path) -> list[str]:
     return errors + benchmark_file_errors(config, workdir)
 
 
+def _file_fix(problem: str, n_files: int) -> str:
+    if problem != "does not exist":
+        return "put the file there or fix the path"
+    if n_files > 1:
+        return ("put the file there or fix the path: a benchmark given as several files is read from all of them (or, "
+                "with none of them there and `benchmarks.hub_fallback: true`, from the hub by name)")
+    return "put the file there, fix the path, or set `benchmarks.hub_fallback: true` to load it from the hub by name"
+
+
 def benchmark_file_errors(config: Mapping[str, Any], workdir: Path) -> list[str]:
     """Each real benchmark's local file must exist and be non-empty — a missing one may come from the hub instead
     (`benchmarks.hub_fallback`); a records-only study reads none."""
@@ -206,7 +208,7 @@ def benchmark_file_errors(config: Mapping[str, Any], workdir: Path) -> list[str]
     errors = []
     files = bench.get("files") or {}
     fallback = bench.get("hub_fallback", False)
-    for name, path in files.items():
+    for name, entry in files.items():
         key = f"benchmarks.files.{name}"
         if name not in names:
             errors.append(f"{key}: {name!r} is not in benchmarks.names{did_you_mean(name, names)}; "
@@ -214,14 +216,11 @@ def benchmark_file_errors(config: Mapping[str, Any], workdir: Path) -> list[str]
         elif name in REGISTRY and REGISTRY[name].procedural:
             errors.append(f"{key}: {name!r} is a procedural stand-in, generated rather than read; remove the entry")
         elif reads_files:
-            problem = _file_problem(workdir / path)
-            if problem == "does not exist" and fallback:
+            problems = {path: _file_problem(workdir / path) for path in benchmark_paths(entry)}
+            if fallback and all(problem == "does not exist" for problem in problems.values()):
                 continue  # loaded from the hub by name in its benchmark_items job
-            if problem:
-                fix = ("put the file there or fix the path" if problem != "does not exist" else
-                       "put the file there, fix the path, or set `benchmarks.hub_fallback: true` to load it from "
-                       "the hub by name")
-                errors.append(f"{key}: {path!r} {problem}; {fix}")
+            errors += [f"{key}: {path!r} {problem}; {_file_fix(problem, len(problems))}"
+                       for path, problem in problems.items() if problem]
     for name in names:
         if name in REGISTRY and not REGISTRY[name].procedural and name not in files and not fallback and reads_files:
             errors.append(f"benchmarks.files.{name}: missing; real benchmark {name!r} is read from a local file — "
@@ -305,7 +304,8 @@ def semantic_errors(config: Mapping[str, Any], workdir: str | Path = ".") -> lis
     `workdir` (the workflow's working directory)."""
     workdir = Path(workdir)
     return (method_errors(config) + data_errors(config, workdir) + model_errors(config, workdir)
-            + training_errors(config) + records_errors(config, workdir) + template_errors(config))
+            + training_errors(config) + records_errors(config, workdir) + template_errors(config)
+            + campaign_errors(config, corpus_domains(config)))
 
 
 # --- resources ------------------------------------------------------------------------------------------------------

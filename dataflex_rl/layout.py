@@ -1,12 +1,14 @@
 """The address book of a study's results: every artefact's path, the run id and the one run wildcard.
 
 Rules, scripts, the audit and the tests read paths from here and nowhere else. A *run* is a model's untrained base
-(`{model}/untrained`) or a trained (model, method, seed) (`{model}/{method}/seed{seed}`); the rules address both
-with the wildcards `{model}/{run}`, where `run` is `untrained` or `{method}/seed{seed}`. Torch-free.
+(`{model}/untrained`) or a trained (model, regime, method, seed, step budget); the rules address both with the
+wildcards `{model}/{run}`, where `run` is `untrained` or `{regime}/{method}/seed{seed}/steps{steps}` ({regime} is
+`full` for the clean corpus). A record's run id is shorter: a study cell's `{model}/{method}/seed{seed}`. Torch-free.
 """
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 UNTRAINED = "untrained"
 RESULTS = "results"
@@ -22,29 +24,60 @@ AUDIT_MD = f"{RESULTS}/audit/audit.md"
 PROVENANCE = "provenance.json"
 
 
-def run_name(method: str, seed: int | None) -> str:
-    """The `{run}` wildcard value: "untrained" for the base, "{method}/seed{seed}" for a trained run."""
+# The regime component of a run's path when it trains on the decontaminated corpus as built (no regime transform).
+FULL_DATA = "full"
+
+
+class RunKey(NamedTuple):
+    """What a `{run}` wildcard value names: (UNTRAINED, None, None, None) for the base."""
+
+    method: str
+    seed: int | None
+    regime: str | None = None
+    steps: int | None = None
+
+
+def _check_seed(method: str, seed: int | None) -> None:
     if (method == UNTRAINED) != (seed is None):
         raise ValueError(f"method {method!r} with seed {seed!r}: a seed is required exactly when the model is trained")
-    return UNTRAINED if seed is None else f"{method}/seed{int(seed)}"
+
+
+def run_name(method: str, seed: int | None, regime: str | None = None, steps: int | None = None) -> str:
+    """The `{run}` wildcard value: "untrained" for the base, "{regime}/{method}/seed{seed}/steps{steps}" for a
+    trained run ({regime} is FULL_DATA without a regime transform)."""
+    _check_seed(method, seed)
+    if seed is None:
+        return UNTRAINED
+    if steps is None:
+        raise ValueError(f"run {method!r} seed {seed}: a trained run has a step budget")
+    return f"{regime or FULL_DATA}/{method}/seed{int(seed)}/steps{int(steps)}"
 
 
 def run_id(model: str, method: str, seed: int | None) -> str:
-    """Name a run; the untrained base has no seed, so it cannot be mistaken for a seeded arm."""
-    return f"{model}/{run_name(method, seed)}"
+    """A record's run id: a study cell's (model, method, seed); the untrained base has no seed, so it cannot be
+    mistaken for a seeded arm."""
+    _check_seed(method, seed)
+    return f"{model}/{UNTRAINED}" if seed is None else f"{model}/{method}/seed{int(seed)}"
 
 
-_TRAINED_RUN = re.compile(r"(?P<method>.+)/seed(?P<seed>\d+)")
+def study_cell(model: str, campaign: str, regime: str | None, steps: int | None = None) -> str:
+    """What the records and tables call a model when a study has campaigns: "{model}@{campaign}[:{regime}]", and
+    "+{steps}steps" when the campaign trains several step budgets (the released records' cells have one each)."""
+    return f"{model}@{campaign}" + (f":{regime}" if regime else "") + (f"+{steps}steps" if steps else "")
 
 
-def parse_run(run: str) -> tuple[str, int | None]:
-    """(method, seed) of a `{run}` wildcard value; (UNTRAINED, None) for the base."""
+_TRAINED_RUN = re.compile(r"(?P<regime>[^/]+)/(?P<method>[^/]+)/seed(?P<seed>\d+)/steps(?P<steps>\d+)")
+
+
+def parse_run(run: str) -> RunKey:
+    """What a `{run}` wildcard value names."""
     if run == UNTRAINED:
-        return UNTRAINED, None
+        return RunKey(UNTRAINED, None)
     match = _TRAINED_RUN.fullmatch(run)
     if match is None:
-        raise ValueError(f"{run!r} is neither {UNTRAINED!r} nor '<method>/seed<seed>'")
-    return match["method"], int(match["seed"])
+        raise ValueError(f"{run!r} is neither {UNTRAINED!r} nor '<regime>/<method>/seed<seed>/steps<steps>'")
+    regime = None if match["regime"] == FULL_DATA else match["regime"]
+    return RunKey(match["method"], int(match["seed"]), regime, int(match["steps"]))
 
 
 def benchmark_items(benchmark: str) -> str:
@@ -76,6 +109,12 @@ def run_dir(model: str, run: str) -> str:
     return f"{RESULTS}/runs/{model}/{run}"
 
 
+def training_line(model: str, run: str) -> str:
+    """The folder of a run's training line: its (model, regime, method, seed) without the step budget. Every budget
+    of a line shares its resumable state, so a longer run continues the shorter one's checkpoint."""
+    return run_dir(model, run).rsplit("/", 1)[0]
+
+
 def run_model(model: str, run: str) -> str:
     """A trained run's final model directory (Hugging Face layout: config, safetensors, tokenizer)."""
     return f"{run_dir(model, run)}/model"
@@ -90,9 +129,9 @@ def train_provenance(model: str, run: str) -> str:
 
 
 def train_state(model: str, run: str) -> str:
-    """Resumable training state (not a declared output: Snakemake deletes a failed job's outputs); one directory per
-    state key below it (dataflex_rl.provenance.state_key)."""
-    return f"{run_dir(model, run)}/state"
+    """Resumable training state of the run's line (not a declared output: Snakemake deletes a failed job's outputs);
+    one directory per state key below it (dataflex_rl.provenance.state_key)."""
+    return f"{training_line(model, run)}/state"
 
 
 def scored_model(model: str, run: str) -> str:
@@ -121,6 +160,32 @@ def training_curves(study: str) -> str:
     return f"{tables_dir(study)}/figures/training_curves.png"
 
 
-def trained_run_pattern(methods) -> str:
-    """The regular expression of a trained run's `{run}` wildcard value for these method names."""
-    return "|".join(rf"{re.escape(method)}/seed\d+" for method in methods)
+def _regime_file(regime: str, model: str, suffix: str) -> str:
+    """A regime's outputs are per (regime, model): a transform may depend on the model (low_utility)."""
+    return f"{RESULTS}/corpus/regimes/{regime}/{model}{suffix}"
+
+
+def regime_corpus(regime: str, model: str) -> str:
+    """The training corpus of a regime."""
+    return _regime_file(regime, model, ".parquet")
+
+
+def regime_record(regime: str, model: str) -> str:
+    """Per prompt, what the regime's transform did."""
+    return _regime_file(regime, model, ".record.parquet")
+
+
+def regime_audit(regime: str, model: str) -> str:
+    return _regime_file(regime, model, ".audit.json")
+
+
+def solve_rates(model: str) -> str:
+    """The untrained base's measured solve rate per prompt of the clean corpus (the low_utility regime's input)."""
+    return f"{RESULTS}/corpus/solve_rates/{model}.parquet"
+
+
+def trained_run_pattern(methods, regimes) -> str:
+    """The regular expression of a trained run's `{run}` wildcard value for these method and regime names."""
+    regime = "|".join(re.escape(r) for r in [FULL_DATA, *regimes])
+    method = "|".join(re.escape(m) for m in methods)
+    return rf"(?:{regime})/(?:{method})/seed\d+/steps\d+"

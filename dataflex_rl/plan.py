@@ -7,18 +7,21 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from dataflex_rl.benchmarks.loaders import benchmark_paths
 from dataflex_rl.config_checks import corpus_domains
+from dataflex_rl.layout import FULL_DATA
 from dataflex_rl.policies.catalogue import CATALOGUE
 from dataflex_rl.study import Study
 from dataflex_rl.benchmarks.registry import get_benchmark
 
 
 def hub_benchmarks(study: Study, file_exists) -> list[str]:
-    """The real benchmarks read from the hub (benchmarks.hub_fallback): no local file, or one that does not exist
+    """The real benchmarks read from the hub (benchmarks.hub_fallback): no local file, or none of its files exists
     (`file_exists(path)`); procedural stand-ins are generated."""
     files = study.benchmarks.files
     return [name for name in study.benchmarks.names
-            if not get_benchmark(name).procedural and not (name in files and file_exists(files[name]))]
+            if not get_benchmark(name).procedural
+            and not (name in files and any(file_exists(path) for path in benchmark_paths(files[name])))]
 
 
 def planned_jobs(study: Study) -> dict[str, int]:
@@ -33,6 +36,8 @@ def planned_jobs(study: Study) -> dict[str, int]:
         "calibrate": benchmarks,
         "decontaminate": 1,
         "base_model": sum(m.builds_base_model for m in study.models.values()),
+        "solve_rates": len(study.solve_rates_models()),
+        "regime_corpus": len(study.regime_corpora()),
         "train": len(study.runs),
         "score": scored_runs * benchmarks if study.evaluation.job_per_benchmark else scored_runs,
         "parse_gate": len(study.models),
@@ -40,6 +45,23 @@ def planned_jobs(study: Study) -> dict[str, int]:
         "tables": 1,
         "training_curves": 1,
     }
+
+
+def _campaign_lines(study: Study) -> list[str]:
+    """Per campaign: models × regimes × step budgets × methods × seeds = its runs; then the distinct runs in all."""
+    lines = []
+    for campaign in study.campaigns:
+        regimes = [r or FULL_DATA for r in campaign.regimes]
+        factors = (f"{len(campaign.models)} model(s) × {len(regimes)} regime(s) × {len(campaign.steps)} step "
+                   f"budget(s) × {len(campaign.methods)} method(s) × {len(campaign.seeds)} seed(s)")
+        runs = len(campaign.models) * len(regimes) * len(campaign.steps) * len(campaign.methods) * len(campaign.seeds)
+        label = f"campaign {campaign.name}: " if campaign.name else ""
+        lines.append(f"  {label}{factors} = {runs} training runs")
+        lines.append(f"    models {', '.join(campaign.models)}; regimes {', '.join(regimes)}; steps "
+                     f"{', '.join(map(str, campaign.steps))}; seeds {', '.join(map(str, campaign.seeds))}")
+    if len(study.campaigns) > 1:
+        lines.append(f"  {len(study.runs)} distinct training runs in {len(study.cells())} study cells")
+    return lines
 
 
 def _methods_table(study: Study) -> list[str]:
@@ -68,10 +90,11 @@ def matrix_summary(study: Study, config: Mapping[str, Any], jobs: Mapping[str, i
         lines.append(f"  tables from the records in {study.records_file!r}: no training or scoring (target: tables)")
     else:
         training = study.training
-        matrix = f"{len(study.models)} model(s) × {len(study.methods)} method(s) × {len(study.seeds)} seed(s)"
-        lines.append(f"  {matrix} = {len(study.runs)} training runs; seeds {', '.join(map(str, study.seeds))}")
-        lines.append(f"  GRPO {training.steps} steps × {training.prompts_per_step} prompts × K={training.rollouts}; "
+        lines += _campaign_lines(study)
+        lines.append(f"  GRPO {training.prompts_per_step} prompts × K={training.rollouts} per step; "
                      f"corpus domains {', '.join(corpus_domains(config))}")
+        lines += [f"  regime {name}: {spec.transform}({', '.join(f'{k}={v}' for k, v in spec.params.items())}), "
+                  f"seed {spec.seed}" for name, spec in study.regimes.items()]
     by_backend: dict[str, list[str]] = {}
     for name, model in study.models.items():
         label = f"{name} ({model.path})" if model.path and len(study.models) == 1 else name

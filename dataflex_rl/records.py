@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from importlib import metadata
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
 
@@ -93,9 +93,10 @@ def summarise_items(items: pd.DataFrame, *, model: str, method: str, seed: int |
     }
 
 
-def records_frame(rows: Iterable[Mapping]) -> pd.DataFrame:
-    """Build a validated records table from record rows, with nullable integer seeds and steps."""
-    frame = pd.DataFrame(list(rows), columns=list(RECORD_COLUMNS))
+def records_frame(rows: Iterable[Mapping], extras: Sequence[str] = ()) -> pd.DataFrame:
+    """Build a validated records table from record rows, with nullable integer seeds and steps; `extras` are the
+    columns after RECORD_COLUMNS that say what a study cell is (base_model, campaign, regime)."""
+    frame = pd.DataFrame(list(rows), columns=[*RECORD_COLUMNS, *extras])
     frame = frame.astype({"seed": "Int64", "steps": "Int64", "n": "int64", "correct": "int64",
                           "counts_inferred": "bool", "parse_flagged": "boolean"})
     validate_records(frame)
@@ -173,15 +174,16 @@ def validate_records(df: pd.DataFrame) -> None:
 
 def collect_records(sources: Iterable[Mapping], *, versions: str | None = None,
                     min_parse_rate: float | None = None) -> pd.DataFrame:
-    """The records table from score files; each source names its path, its provenance record, model, method, seed
-    (None: base) and benchmark. A row's fingerprint and step count are copied from the provenance record, after the
-    score file is checked against it (a damaged one is refused, naming it); nothing is recomputed from the current
-    config. `versions` (a `package_versions` string) is stamped on every row; `min_parse_rate` sets every row's
-    `parse_flagged`."""
+    """The records table from score files; each source names its path, its provenance record, model, method, seed (None:
+    base), benchmark and optionally `extras` (the study cell's base_model, campaign and regime columns). A row's
+    fingerprint and step count are copied from the provenance record, after the score file is checked against it (a
+    damaged one is refused, naming it); nothing is recomputed from the current config. `versions` (a `package_versions`
+    string) is stamped on every row; `min_parse_rate` sets every row's `parse_flagged`."""
     from dataflex_rl.benchmarks.registry import get_benchmark
 
-    rows = []
+    rows, extras = [], {}
     for source in sources:
+        extras.update(dict.fromkeys(source.get("extras") or {}))
         provenance = read_provenance(source["provenance"])
         problems = damage(provenance, source["provenance"])
         if problems:
@@ -191,5 +193,5 @@ def collect_records(sources: Iterable[Mapping], *, versions: str | None = None,
             benchmark=source["benchmark"], domain=get_benchmark(source["benchmark"]).domain,
             steps=provenance["settings"].get("training.steps", 0), fingerprint=provenance["fingerprint"],
             package_versions=versions, min_parse_rate=min_parse_rate,
-        ))
-    return records_frame(rows)
+        ) | dict(source.get("extras") or {}))
+    return records_frame(rows, list(extras))

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from dataflex_rl.benchmarks.registry import PAPER_BENCHMARKS
-from dataflex_rl.layout import run_id
+from dataflex_rl.layout import run_id, study_cell
 from dataflex_rl.records import RECORD_COLUMNS, validate_records
 
 # The released table's column name → the registry's paper benchmark name.
@@ -96,10 +96,6 @@ def infer_benchmark_size(printed: list[str], registry_size: int | None = None) -
     raise ValueError(f"no benchmark size up to {MAX_SIZE} explains every value")
 
 
-def _cell(model: str, campaign: str, regime: str | None) -> str:
-    return f"{model}@{campaign}" + (f":{regime}" if regime else "")
-
-
 def import_released_runs(path: str | Path, sizes: dict[str, int] | None = None) -> pd.DataFrame:
     """The authors' wide run table as validated records, one row per (run, benchmark), plus EXTRA_COLUMNS.
 
@@ -129,7 +125,7 @@ def import_released_runs(path: str | Path, sizes: dict[str, int] | None = None) 
         domain = PAPER_BENCHMARKS[benchmark].domain
         for run, k, pct in zip(present.itertuples(index=False), correct, percent):
             regime = run.regime.strip() or None
-            cell = _cell(run.model, run.campaign, regime)
+            cell = study_cell(run.model, run.campaign, regime)
             seed = int(run.seed)
             rows.append({
                 "model": cell, "method": run.method, "seed": seed, "run_id": run_id(cell, run.method, seed),

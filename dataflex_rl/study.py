@@ -14,15 +14,17 @@ Importing this module does not import torch: `snakemake -n` stays fast.
 from __future__ import annotations
 
 import functools
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Mapping
 
 from dataflex_rl import layout
 from dataflex_rl.backends.base import get_backend
+from dataflex_rl.benchmarks.registry import get_benchmark
 from dataflex_rl.methods import MethodSpec
-from dataflex_rl.layout import UNTRAINED, parse_run, run_id, run_name
+from dataflex_rl.layout import FULL_DATA, UNTRAINED, parse_run, run_id, run_name, study_cell
 from dataflex_rl.policies.catalogue import CATALOGUE
 from dataflex_rl.recipe import GRPOSettings
+from dataflex_rl.regimes.catalogue import REGIMES, regime_params
 from dataflex_rl.sections import filled
 from dataflex_rl.tasks.prompting import DEFAULT_TEMPLATE
 
@@ -53,7 +55,7 @@ class BenchmarkSettings:
     names: tuple[str, ...]
     items: int = 100
     seed: int = 1000
-    files: Mapping[str, str] = field(default_factory=dict)
+    files: Mapping[str, str | list[str]] = field(default_factory=dict)  # a benchmark may be several files
     hub_fallback: bool = False
 
 
@@ -73,7 +75,6 @@ class DecontaminationSettings:
 
 @dataclass(frozen=True)
 class CalibrationSettings:
-    max_items: int = 100
     min_base_parse_rate: float = 0.0
 
 
@@ -107,18 +108,89 @@ class ModelSpec:
 
 @dataclass(frozen=True)
 class Run:
+    """A training run: (model, method, seed) on a data regime (None: the clean corpus as built) for a step budget."""
+
     model: str
     method: str
     seed: int
-
-    @property
-    def id(self) -> str:
-        return run_id(self.model, self.method, self.seed)
+    regime: str | None = None
+    steps: int = 0
 
     @property
     def name(self) -> str:
         """The `{run}` wildcard value (dataflex_rl.layout)."""
-        return run_name(self.method, self.seed)
+        return run_name(self.method, self.seed, self.regime, self.steps)
+
+    @property
+    def line(self) -> tuple:
+        """The run without its step budget: every budget of a line continues the same training."""
+        return self.model, self.regime, self.method, self.seed
+
+
+@dataclass(frozen=True)
+class RegimeSpec:
+    """A named data regime: a corpus or reward transform (dataflex_rl.regimes) with its parameters and seed."""
+
+    name: str
+    transform: str
+    params: Mapping[str, Any]
+    seed: int = 0
+
+    @property
+    def needs_solve_rates(self) -> bool:
+        """The transform reads the untrained base's measured solve rates (low_utility)."""
+        return REGIMES[self.transform].needs_solve_rates
+
+    @property
+    def evaluation_domain(self) -> str | None:
+        """The one domain a run of this regime is evaluated on (the unbalanced pool's target), or None: all."""
+        return self.params.get("target_domain") if self.transform == "unbalanced" else None
+
+
+@dataclass(frozen=True)
+class Campaign:
+    """A block of the study design: models × regimes × step budgets × methods × seeds. A config without `campaigns`
+    is one campaign without a name over everything it declares."""
+
+    name: str | None
+    models: tuple[str, ...]
+    methods: tuple[str, ...]
+    seeds: tuple[int, ...]
+    regimes: tuple[str | None, ...]
+    steps: tuple[int, ...]
+
+    def cells(self) -> list["Cell"]:
+        """The campaign's study cells: one per (model, regime, step budget); a campaign without a name has one cell
+        per model, named after it."""
+        cells = []
+        for model in self.models:
+            for regime in self.regimes:
+                for steps in self.steps:
+                    name = model if self.name is None else study_cell(
+                        model, self.name, regime, steps if len(self.steps) > 1 else None)
+                    runs = tuple(Run(model, method, seed, regime, steps) for method in self.methods
+                                 for seed in self.seeds)
+                    cells.append(Cell(name, model, self.name, regime, runs))
+        return cells
+
+
+@dataclass(frozen=True)
+class Cell:
+    """What the records and tables call a model: a campaign's (model, regime, step budget) with its runs. A run in
+    several campaigns is recorded once per cell it belongs to (the released records do the same)."""
+
+    name: str
+    model: str
+    campaign: str | None
+    regime: str | None
+    runs: tuple[Run, ...]
+
+    @property
+    def extras(self) -> dict[str, Any]:
+        """The record columns beside `model` that say what the cell is (none for a study without campaigns)."""
+        if self.campaign is None:
+            return {}
+        return {"base_model": self.model, "campaign": self.campaign, "regime": self.regime}
 
 
 def _method(name: str, entry: Mapping[str, Any]) -> MethodSpec:
@@ -128,6 +200,39 @@ def _method(name: str, entry: Mapping[str, Any]) -> MethodSpec:
 
 def _model(name: str, entry: Mapping[str, Any]) -> ModelSpec:
     return ModelSpec(name, entry["backend"], get_backend(entry["backend"]).model_settings(entry))
+
+
+def _regime(name: str, entry: Mapping[str, Any]) -> RegimeSpec:
+    """A regime with its transform's defaults filled in (dataflex_rl.regimes.catalogue)."""
+    params = REGIMES[entry["transform"]].with_defaults(regime_params(entry))
+    return RegimeSpec(name, entry["transform"], _canonical(params), int(entry.get("seed", 0)))
+
+
+def _campaigns(config: Mapping[str, Any]) -> tuple[Campaign, ...]:
+    """The campaigns of a config; each list a campaign leaves out is the study's (every model, every method, the
+    top-level seeds, the full data, `training.steps`)."""
+    everything = {"models": tuple(config["models"]), "methods": tuple(config["methods"]),
+                  "seeds": tuple(int(s) for s in config["seeds"]), "regimes": (FULL_DATA,),
+                  "steps": (int(config["training"].get("steps", GRPOSettings.steps)),)}
+    declared = config.get("campaigns")
+    if not declared:
+        return (_campaign(None, everything, {}),)
+    return tuple(_campaign(name, everything, entry or {}) for name, entry in declared.items())
+
+
+def _campaign_models(config: Mapping[str, Any]) -> set[str]:
+    """The models of a study: every declared one, or with campaigns the ones a campaign trains (an overlay of campaigns
+    on a study config need not train that config's own model)."""
+    if not config.get("campaigns"):
+        return set(config["models"])
+    return {model for entry in config["campaigns"].values() for model in (entry or {}).get("models", config["models"])}
+
+
+def _campaign(name: str | None, everything: Mapping[str, tuple], entry: Mapping[str, Any]) -> Campaign:
+    picked = {key: tuple(entry.get(key, default)) for key, default in everything.items()}
+    return Campaign(name, picked["models"], picked["methods"], tuple(int(s) for s in picked["seeds"]),
+                    tuple(None if r == FULL_DATA else r for r in picked["regimes"]),
+                    tuple(int(s) for s in picked["steps"]))
 
 
 def _canonical(value: Any) -> Any:
@@ -151,8 +256,8 @@ def _flat(prefix: str, value: Any) -> dict[str, Any]:
 
 
 def _memoised(method):
-    """Compute a slice once per study and arguments: the dry run of a large matrix asks for the same upstream slices
-    thousands of times. Callers get the shared dict and must not change it."""
+    """Compute once per study and arguments (a slice, the cells, the runs): the dry run of a large matrix asks for the
+    same upstream slices and the same runs thousands of times. Callers get the shared value and must not change it."""
     @functools.wraps(method)
     def cached(self, *args):
         cache = self.__dict__.setdefault("_slices", {})
@@ -175,7 +280,6 @@ class Study:
     threads: int
     models: Mapping[str, ModelSpec]
     methods: Mapping[str, MethodSpec]
-    seeds: tuple[int, ...]
     training: GRPOSettings
     evaluation: EvaluationSettings
     benchmarks: BenchmarkSettings
@@ -184,6 +288,8 @@ class Study:
     calibration: CalibrationSettings
     stats: StatsSettings
     data_validation: Mapping[str, Any]
+    regimes: Mapping[str, RegimeSpec] = field(default_factory=dict)
+    campaigns: tuple[Campaign, ...] = ()
     records_file: str | None = None
 
     @classmethod
@@ -191,13 +297,13 @@ class Study:
         """The study of a config that passed `config_checks.config_errors` and the schema."""
         bench = config["benchmarks"]
         corpus = config["corpus"]
+        trained = _campaign_models(config)
         return cls(
             name=config["study"],
             template=config.get("prompt_template", DEFAULT_TEMPLATE),
             threads=int(config.get("threads_per_job", 1)),
-            models={name: _model(name, entry) for name, entry in config["models"].items()},
+            models={name: _model(name, entry) for name, entry in config["models"].items() if name in trained},
             methods={name: _method(name, entry) for name, entry in config["methods"].items()},
-            seeds=tuple(int(s) for s in config["seeds"]),
             training=filled(GRPOSettings, config["training"]),
             evaluation=filled(EvaluationSettings, config.get("evaluation")),
             benchmarks=filled(BenchmarkSettings, {**bench, "names": tuple(bench["names"]),
@@ -210,18 +316,59 @@ class Study:
                                           for k, v in (config.get("stats") or {}).items()}),
             data_validation={"corpus": _canonical((config.get("data_validation") or {}).get("corpus") or {}),
                              "benchmarks": _canonical((config.get("data_validation") or {}).get("benchmarks") or {})},
+            regimes={name: _regime(name, entry) for name, entry in (config.get("regimes") or {}).items()},
+            campaigns=_campaigns(config),
             records_file=config.get("records_file"),
         )
 
     # --- the matrix ---------------------------------------------------------------------------------------------
+    @_memoised
+    def cells(self) -> list[Cell]:
+        """Every study cell of every campaign, in the config's order."""
+        return [cell for campaign in self.campaigns for cell in campaign.cells()]
+
     @property
+    @_memoised
     def runs(self) -> list[Run]:
-        """Every (model, method, seed): all methods share the seed list, so seeds are matched by construction."""
-        return [Run(model, method, seed) for model in self.models for method in self.methods for seed in self.seeds]
+        """Every training run once, in the order the campaigns first name it; every method of a cell shares its seed
+        list, so seeds are matched by construction."""
+        return list(dict.fromkeys(run for cell in self.cells() for run in cell.runs))
+
+    @property
+    def seeds(self) -> tuple[int, ...]:
+        return tuple(dict.fromkeys(run.seed for run in self.runs))
 
     def scored_runs(self) -> list[tuple[str, str]]:
         """(model, run wildcard) of every scored run: each model's untrained base, then the trained runs."""
         return [(model, UNTRAINED) for model in self.models] + [(run.model, run.name) for run in self.runs]
+
+    def run(self, model: str, run: str) -> Run:
+        """The trained run a `{run}` wildcard value names."""
+        key = parse_run(run)
+        return Run(model, key.method, key.seed, key.regime, key.steps)
+
+    def previous_budget(self, run: Run) -> Run | None:
+        """The run of the same line with the largest smaller step budget, if the study trains one: the longer run
+        continues its checkpoint, so it must finish first."""
+        shorter = [steps for steps in self._budgets()[run.line] if steps < run.steps]
+        return replace(run, steps=shorter[-1]) if shorter else None
+
+    @_memoised
+    def _budgets(self) -> dict[tuple, list[int]]:
+        """Each training line's step budgets, ascending (asked once per train job of a dry run)."""
+        budgets: dict[tuple, list[int]] = {}
+        for run in self.runs:
+            budgets.setdefault(run.line, []).append(run.steps)
+        return {line: sorted(steps) for line, steps in budgets.items()}
+
+    def regime_corpora(self) -> list[tuple[str, str]]:
+        """(regime, model) of every regime corpus a run trains on."""
+        return list(dict.fromkeys((run.regime, run.model) for run in self.runs if run.regime))
+
+    def solve_rates_models(self) -> list[str]:
+        """The models whose untrained base's solve rates a regime transform reads (low_utility)."""
+        return list(dict.fromkeys(model for regime, model in self.regime_corpora()
+                                  if self.regimes[regime].needs_solve_rates))
 
     def controls(self) -> dict[str, str]:
         return {name: m.control for name, m in self.methods.items() if m.control}
@@ -258,26 +405,55 @@ class Study:
             picked.update(self.clean_corpus_slice(), prompt_template=self.template)
         return _sorted(picked)
 
-    def _training(self) -> dict[str, Any]:
-        """The training settings that can change a run's result."""
-        return {k: v for k, v in asdict(self.training).items() if k not in RESULT_NEUTRAL_TRAINING}
+    @_memoised
+    def regime_slice(self, regime: str, model: str) -> dict[str, Any]:
+        """A regime's training corpus: the clean corpus and the transform; a transform that reads the untrained base's
+        solve rates (low_utility) depends on the model and on how they are measured too."""
+        spec = self.regimes[regime]
+        picked = {**self.clean_corpus_slice(),
+                  **_flat(f"regimes.{regime}", {"transform": spec.transform, "params": spec.params, "seed": spec.seed})}
+        if spec.needs_solve_rates:
+            picked.update(self.solve_rates_slice(model))
+        return _sorted(picked)
 
     @_memoised
-    def train_slice(self, model: str, method: str, seed: int) -> dict[str, Any]:
-        spec = self.methods[method]
+    def solve_rates_slice(self, model: str) -> dict[str, Any]:
+        """The untrained base's solve rate per clean-corpus prompt: K samples at the training temperature."""
         return _sorted({**self.base_slice(model), **self.clean_corpus_slice(), "prompt_template": self.template,
-                        f"methods.{method}.policy": spec.policy,
-                        **_flat(f"methods.{method}.params", spec.resolved_params()),
-                        "seed": seed, **_flat("training", self._training())})
+                        "training.rollouts": self.training.rollouts, "training.temperature": self.training.temperature,
+                        "training.max_new_tokens": self.training.max_new_tokens})
+
+    def _training(self, steps: int | None = None) -> dict[str, Any]:
+        """The training settings that can change a run's result, for a step budget (default `training.steps`)."""
+        picked = {k: v for k, v in asdict(self.training).items() if k not in RESULT_NEUTRAL_TRAINING}
+        return picked if steps is None else {**picked, "steps": steps}
+
+    @_memoised
+    def train_slice(self, run: Run) -> dict[str, Any]:
+        spec = self.methods[run.method]
+        corpus = self.regime_slice(run.regime, run.model) if run.regime else self.clean_corpus_slice()
+        return _sorted({**self.base_slice(run.model), **corpus, "prompt_template": self.template,
+                        f"methods.{run.method}.policy": spec.policy,
+                        **_flat(f"methods.{run.method}.params", spec.resolved_params()),
+                        "seed": run.seed, **_flat("training", self._training(run.steps))})
 
     # --- a job's arguments: plain JSON-able values, every one of them result-determining ----------------------------
     def base_job(self, model: str) -> dict[str, Any]:
         return {"model": self.models[model].settings, "template": self.template}
 
-    def train_job(self, model: str, method: str, seed: int) -> dict[str, Any]:
-        spec = self.methods[method]
-        return {"model": self.models[model].settings, "template": self.template, "seed": seed,
-                "training": self._training(),
+    def regime_job(self, regime: str) -> dict[str, Any]:
+        spec = self.regimes[regime]
+        return {"transform": spec.transform, "params": dict(spec.params), "seed": spec.seed}
+
+    def solve_rates_job(self, model: str) -> dict[str, Any]:
+        return {"model": self.models[model].settings, "template": self.template,
+                "sampling": {"rollouts": self.training.rollouts, "temperature": self.training.temperature,
+                             "max_new_tokens": self.training.max_new_tokens}}
+
+    def train_job(self, run: Run) -> dict[str, Any]:
+        spec = self.methods[run.method]
+        return {"model": self.models[run.model].settings, "template": self.template, "seed": run.seed,
+                "training": self._training(run.steps),
                 "method": {"name": spec.name, "policy": spec.policy, "params": spec.params, "family": spec.family}}
 
     def score_job(self, model: str) -> dict[str, Any]:
@@ -286,37 +462,49 @@ class Study:
 
     def weights_slice(self, model: str, run: str) -> dict[str, Any]:
         """What the scored weights of run `run` (a `{run}` wildcard value) depend on."""
-        method, seed = parse_run(run)
-        return self.base_slice(model) if seed is None else self.train_slice(model, method, seed)
+        return self.base_slice(model) if run == UNTRAINED else self.train_slice(self.run(model, run))
 
     def score_slice(self, model: str, run: str, benchmark: str) -> dict[str, Any]:
         return _sorted({**self.weights_slice(model, run), **self.benchmark_slice(benchmark),
                         "prompt_template": self.template, **_flat("evaluation", self.evaluation.scoring())})
 
     # --- what the audit expects on disk ----------------------------------------------------------------------------
-    def _artefacts(self, model: str, run: str) -> list[dict[str, Any]]:
-        method, seed = parse_run(run)
+    def _artefacts(self, model: str, run: str, benchmarks: list[str]) -> list[dict[str, Any]]:
         artefacts = []
-        if seed is None and self.models[model].builds_base_model:
+        if run == UNTRAINED and self.models[model].builds_base_model:
             directory = layout.base_model(model)
             artefacts.append({"kind": "base model", "files": [directory],
                               "provenance": f"{directory}/{layout.PROVENANCE}", "settings": self.base_slice(model)})
-        elif seed is not None:
+        elif run != UNTRAINED:
             artefacts.append({"kind": "training", "files": [layout.run_model(model, run), layout.metrics(model, run)],
                               "provenance": layout.train_provenance(model, run),
-                              "settings": self.train_slice(model, method, seed)})
+                              "settings": self.train_slice(self.run(model, run))})
         artefacts += [{"kind": f"score:{b}", "benchmark": b, "files": [layout.score(model, run, b)],
                        "provenance": layout.score_provenance(model, run, b),
-                       "settings": self.score_slice(model, run, b)} for b in self.benchmarks.names]
+                       "settings": self.score_slice(model, run, b)} for b in benchmarks]
         return artefacts
 
+    def cell_benchmarks(self, cell: Cell) -> list[str]:
+        """The benchmarks a cell is evaluated on: every one, or its regime's evaluation domain's (unbalanced)."""
+        domain = self.regimes[cell.regime].evaluation_domain if cell.regime else None
+        return [b for b in self.benchmarks.names if domain is None or get_benchmark(b).domain == domain]
+
+    def cell_runs(self, cell: Cell) -> list[tuple[str | None, int | None, str]]:
+        """(method, seed, `{run}` wildcard) of a cell's scored runs: the untrained base, then its trained runs."""
+        return [(UNTRAINED, None, UNTRAINED)] + [(run.method, run.seed, run.name) for run in cell.runs]
+
     def expected_artefacts(self) -> dict[str, Any]:
-        """Every cell of the matrix (each model's untrained base, each run) with its artefacts' paths and the settings
-        slices they should have been built with: the audit's input, plain JSON."""
+        """Every study cell's scored runs (the untrained base, each trained run) with their record run id, their
+        artefacts' paths and the settings slices they should have been built with: the audit's input, plain JSON."""
         cells = []
-        for model, run in self.scored_runs():
-            method, seed = parse_run(run)
-            cells.append({"model": model, "method": method, "seed": seed, "run_id": run_id(model, method, seed),
-                          "artefacts": self._artefacts(model, run)})
-        return {"study": self.name, "models": list(self.models), "benchmarks": list(self.benchmarks.names),
-                "controls": self.controls(), "records": layout.RECORDS, "cells": cells}
+        for cell in self.cells():
+            for method, seed, run in self.cell_runs(cell):
+                benchmarks = self.cell_benchmarks(cell)
+                cells.append({"model": cell.name, "method": method, "seed": seed, "campaign": cell.campaign,
+                              "run_id": run_id(cell.name, method, seed), "benchmarks": benchmarks,
+                              "artefacts": self._artefacts(cell.model, run, benchmarks)})
+        return {"study": self.name, "controls": self.controls(),
+                "records": layout.RECORDS, "cells": cells,
+                "cell_methods": {cell.name: list(dict.fromkeys(run.method for run in cell.runs))
+                                 for cell in self.cells()},
+                "cell_campaigns": {cell.name: cell.campaign for cell in self.cells()}}

@@ -7,8 +7,6 @@ rule calibrate:
         "logs/calibration/{benchmark}.log",
     conda:
         "../envs/cpu.yaml"
-    params:
-        max_items=STUDY.calibration.max_items,
     script:
         "../workflow_scripts/calibrate.py"
 

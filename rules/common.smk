@@ -7,6 +7,7 @@ from snakemake.utils import validate
 
 from dataflex_rl import layout
 from dataflex_rl.backends.base import get_backend
+from dataflex_rl.benchmarks.loaders import benchmark_paths
 from dataflex_rl.config_checks import config_errors, resource_errors
 from dataflex_rl.duplicate_keys import duplicate_key_errors
 from dataflex_rl.plan import hub_benchmarks, matrix_summary, planned_jobs
@@ -32,13 +33,14 @@ RUNS = STUDY.runs
 MODELS = list(STUDY.models)
 BENCHMARKS = list(STUDY.benchmarks.names)
 HUB_BENCHMARKS = hub_benchmarks(STUDY, lambda path: Path(path).is_file())
-TRAINED_RUN = layout.trained_run_pattern(STUDY.methods)
+TRAINED_RUN = layout.trained_run_pattern(STUDY.methods, STUDY.regimes)
 
 
 wildcard_constraints:
     model="|".join(map(re.escape, MODELS)),
     benchmark="|".join(map(re.escape, BENCHMARKS)),
     run="|".join([layout.UNTRAINED, TRAINED_RUN]),
+    regime="|".join(map(re.escape, STUDY.regimes)) or "(?!)",
 
 
 def backend_env(wildcards):
@@ -71,6 +73,19 @@ def get_final_outputs():
     )
 
 
+def training_corpus(wildcards):
+    """The corpus a run trains on: its regime's, or the clean corpus."""
+    regime = layout.parse_run(wildcards.run).regime
+    return layout.regime_corpus(regime, wildcards.model) if regime else layout.CORPUS_CLEAN
+
+
+def previous_budget(wildcards):
+    """The provenance record of the same line's next shorter step budget, if the study trains one: this run continues
+    its checkpoint, so it waits for it (and the shorter run's outputs stay its own artefact)."""
+    shorter = STUDY.previous_budget(STUDY.run(wildcards.model, wildcards.run))
+    return [layout.train_provenance(shorter.model, shorter.name)] if shorter else []
+
+
 def base_model_input(wildcards):
     """The embedded backend builds its base model; the verl backend reads models.<m>.path directly."""
     return layout.base_model(wildcards.model) if STUDY.models[wildcards.model].builds_base_model else []
@@ -89,9 +104,9 @@ def gate_outputs():
 
 
 def benchmark_file(wildcards):
-    """The real benchmark's local file, as an input once it exists (procedural stand-ins have none)."""
+    """The real benchmark's local file(s), as inputs once they exist (procedural stand-ins have none)."""
     path = STUDY.benchmarks.files.get(wildcards.benchmark)
-    return [path] if path and wildcards.benchmark not in HUB_BENCHMARKS else []
+    return benchmark_paths(path) if path and wildcards.benchmark not in HUB_BENCHMARKS else []
 
 
 def scored_model(wildcards):
@@ -122,23 +137,23 @@ def scored(wildcards):
 
 
 def record_sources():
-    """(score file, its provenance record, model, method, seed, benchmark) of every score the records table is built
-    from; each row's fingerprint and step count are copied from the provenance its scoring job wrote."""
-    sources = []
-    for model, run in STUDY.scored_runs():
-        method, seed = layout.parse_run(run)
-        sources.extend(
-            {
-                "path": layout.score(model, run, bench),
-                "provenance": layout.score_provenance(model, run, bench),
-                "model": model,
-                "method": method,
-                "seed": seed,
-                "benchmark": bench,
-            }
-            for bench in BENCHMARKS
-        )
-    return sources
+    """(score file, its provenance record, model, method, seed, benchmark, extras) of every score the records table is
+    built from, per study cell (`model` is the cell's name; a run in several cells is recorded in each); each row's
+    fingerprint and step count are copied from the provenance its scoring job wrote."""
+    return [
+        {
+            "path": layout.score(cell.model, run, bench),
+            "provenance": layout.score_provenance(cell.model, run, bench),
+            "model": cell.name,
+            "method": method,
+            "seed": seed,
+            "benchmark": bench,
+            "extras": cell.extras,
+        }
+        for cell in STUDY.cells()
+        for method, seed, run in STUDY.cell_runs(cell)
+        for bench in STUDY.cell_benchmarks(cell)
+    ]
 
 
 RECORD_SOURCES = record_sources()

@@ -1,7 +1,7 @@
 rule records:
     input:
-        scores=[source["path"] for source in RECORD_SOURCES],
-        provenance=[source["provenance"] for source in RECORD_SOURCES],
+        scores=list(dict.fromkeys(source["path"] for source in RECORD_SOURCES)),
+        provenance=list(dict.fromkeys(source["provenance"] for source in RECORD_SOURCES)),
     output:
         layout.RECORDS,
     log:

@@ -48,11 +48,12 @@ rule training_curves:
         runs=[
             {
                 "path": layout.metrics(run.model, run.name),
-                "model": run.model,
+                "model": cell.name,
                 "method": run.method,
                 "seed": run.seed,
             }
-            for run in RUNS
+            for cell in STUDY.cells()
+            for run in cell.runs
         ],
         window=STUDY.stats.curve_window,
     script:

@@ -20,9 +20,10 @@ rule base_model:
 
 rule train:
     input:
-        corpus=layout.CORPUS_CLEAN,
+        corpus=training_corpus,
         gates=lambda wc: pending_gates([layout.calibration(b) for b in BENCHMARKS] + [layout.parse_gate(wc.model)]),
         base=base_model_input,
+        previous=previous_budget,
     output:
         model=directory(layout.run_model("{model}", "{run}")),
         metrics=layout.metrics("{model}", "{run}"),
@@ -37,8 +38,8 @@ rule train:
         backend_env
     threads: STUDY.threads
     params:
-        settings=lambda wc: STUDY.train_slice(wc.model, *layout.parse_run(wc.run)),
-        job=lambda wc: STUDY.train_job(wc.model, *layout.parse_run(wc.run)),
+        settings=lambda wc: STUDY.train_slice(STUDY.run(wc.model, wc.run)),
+        job=lambda wc: STUDY.train_job(STUDY.run(wc.model, wc.run)),
         # Result-neutral (a resumed run is bit-identical), so it must not rerun finished runs: a function of `output`
         # is a derived param, which Snakemake leaves out of its params rerun trigger.
         checkpoint_every=lambda wc, output: STUDY.training.checkpoint_every,

@@ -45,17 +45,25 @@ def _write(path: Path, data: bytes | pd.DataFrame) -> Path:
     return path
 
 
-def _build_run(root: Path, study: Study, run: str, with_scores: bool = True) -> None:
+def run_path(run: str) -> str:
+    """The `{run}` wildcard value of "untrained" or "{method}/seed{seed}" trained for the smoke study's 3 steps."""
+    if run == layout.UNTRAINED:
+        return run
+    method, seed = run.split("/seed")
+    return layout.run_name(method, int(seed), None, 3)
+
+
+def _build_run(root: Path, study: Study, short: str, with_scores: bool = True) -> None:
     """A run's artefacts with provenance records of `study`'s slices (the study it was built under)."""
-    method, seed = layout.parse_run(run)
-    if seed is None:
+    run = run_path(short)
+    if run == layout.UNTRAINED:
         base = root / layout.base_model(MODEL)
         _write(base / "config.json", b"{}")
         write_provenance(base / layout.PROVENANCE, study.base_slice(MODEL), [base])
     else:
         files = [_write(root / layout.run_model(MODEL, run) / "model.safetensors", b"weights").parent,
                  _write(root / layout.metrics(MODEL, run), pd.DataFrame({"step": [1]}))]
-        write_provenance(root / layout.train_provenance(MODEL, run), study.train_slice(MODEL, method, seed), files)
+        write_provenance(root / layout.train_provenance(MODEL, run), study.train_slice(study.run(MODEL, run)), files)
     for bench in BENCHMARKS if with_scores else []:
         score = _write(root / layout.score(MODEL, run, bench), ITEMS)
         write_provenance(root / layout.score_provenance(MODEL, run, bench), study.score_slice(MODEL, run, bench),
@@ -74,16 +82,17 @@ def build_tree(root: Path, config: dict) -> dict:
     for run, built_under in (("untrained", current), ("baseline/seed1", current), ("baseline/seed2", changed),
                              ("softmax/seed1", current)):
         _build_run(root, built_under, run)
-    _write(root / WEIGHTS.format(run="softmax/seed1"), b"weigh")  # truncated after its record was written
-    _write(root / WEIGHTS.format(run="softmax/seed2"), b"weights")
+    _write(root / WEIGHTS.format(run=run_path("softmax/seed1")), b"weigh")  # truncated after its record was written
+    _write(root / WEIGHTS.format(run=run_path("softmax/seed2")), b"weights")
     installed = package_versions()
     other_torch = json.dumps({**json.loads(installed), "torch": "0.0.1"}, separators=(",", ":"))
     rows = []
     for run, versions in (("untrained", installed), ("baseline/seed1", installed), ("baseline/seed2", installed),
                           ("softmax/seed1", other_torch), ("oldmethod/seed1", installed)):
-        method, seed = layout.parse_run(run)
+        key = layout.parse_run(run_path(run))
+        method, seed = key.method, key.seed
         for bench in BENCHMARKS:
-            record = root / layout.score_provenance(MODEL, run, bench)
+            record = root / layout.score_provenance(MODEL, run_path(run), bench)
             recorded = json.loads(record.read_text())["fingerprint"] if record.exists() else "0" * 64
             rows.append(summarise_items(ITEMS, model=MODEL, method=method, seed=seed, benchmark=bench,
                                         domain=DOMAINS[bench], steps=3 if seed else 0, fingerprint=recorded,
@@ -105,9 +114,9 @@ def check_report(report: dict, installed: str) -> None:
     damaged = cells[f"{MODEL}/softmax/seed1"]
     assert damaged["status"] == "partial"
     (line,) = damaged["damaged"]
-    assert f"{WEIGHTS.format(run='softmax/seed1')}: sha256 " in line
-    assert line.endswith("results/runs/tiny-qwen2/softmax/seed1/provenance.json (damaged or changed after it was "
-                         "written)")
+    assert f"{WEIGHTS.format(run=run_path('softmax/seed1'))}: sha256 " in line
+    assert line.endswith("results/runs/tiny-qwen2/full/softmax/seed1/steps3/provenance.json (damaged or changed "
+                         "after it was written)")
     assert damaged["stale"] == ["packages"]
     assert damaged["records"]["package_changes"] == {"torch": ["0.0.1", json.loads(installed)["torch"]]}
     stale = cells[f"{MODEL}/baseline/seed2"]

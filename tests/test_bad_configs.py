@@ -104,6 +104,21 @@ def _real_benchmark(path: str, content: str | None, hub_fallback: bool = False):
     return change
 
 
+def _bbh_files(present: list[str], absent: list[str], hub_fallback: bool):
+    """Replace the logic stand-in syllogism with BBH logical deduction given as several files: `present` written (an
+    official BBH JSON of one example), `absent` not."""
+    def change(config, workdir):
+        names = config["benchmarks"]["names"]
+        names[names.index("syllogism")] = "BBH-logical-deduction"
+        config["benchmarks"]["files"] = {"BBH-logical-deduction": present + absent}
+        config["benchmarks"]["hub_fallback"] = hub_fallback
+        for path in present:
+            (workdir / path).parent.mkdir(parents=True, exist_ok=True)
+            (workdir / path).write_text('{"canary": "x", "examples": [{"input": "Q?", "target": "(A)"}]}')
+
+    return change
+
+
 def _rename_model(old: str, new: str):
     def change(config, workdir):
         config["models"][new] = config["models"].pop(old)
@@ -189,6 +204,14 @@ CASES = [
          ("benchmarks.files.GPQA-Diamond: 'data/gpqa.jsonl' does not exist", "benchmarks.hub_fallback: true")),
     Case("real benchmark file empty (hub fallback on)", _real_benchmark("data/gpqa.jsonl", "", hub_fallback=True),
          ("benchmarks.files.GPQA-Diamond: 'data/gpqa.jsonl' is empty",)),
+    Case("one of a benchmark's files missing (hub fallback on)",
+         _bbh_files(["data/bbh/three.json", "data/bbh/seven.json"], ["data/bbh/five.json"], hub_fallback=True),
+         ("benchmarks.files.BBH-logical-deduction: 'data/bbh/five.json' does not exist; put the file there or fix the "
+          "path: a benchmark given as several files is read from all of them",)),
+    Case("every one of a benchmark's files missing, no hub fallback",
+         _bbh_files([], ["data/bbh/three.json", "data/bbh/five.json"], hub_fallback=False),
+         ("benchmarks.files.BBH-logical-deduction: 'data/bbh/three.json' does not exist",
+          "benchmarks.files.BBH-logical-deduction: 'data/bbh/five.json' does not exist")),
     Case("verl local model path missing", _verl(path="./weights/qwen-7b"),
          ("models.qwen.path: local path './weights/qwen-7b' does not exist",)),
     Case("embedded model given a path", _set("models.tiny-qwen2.path", "Qwen/Qwen2.5-7B"),
@@ -313,6 +336,47 @@ CASES = [
         "keep one (merge them if both are sections)"),
          text=_insert_after(_line("methods:"), "  softmax: {policy: softmax, params: {temperature: 0.5}, "
                                                 "control: baseline}\n")),
+    # campaigns and regimes (docs/regimes.md)
+    Case("a regime defined twice", _unchanged, (
+        "duplicate key 'regimes.noisy' at lines",
+        f"config.yaml: duplicate key 'regimes.noisy' at lines {len(SMOKE_LINES) + 2} and {len(SMOKE_LINES) + 3}"),
+         text=lambda text: text + "regimes:\n  noisy: {transform: label_noise, fraction: 0.2}\n"
+                                  "  noisy: {transform: subset, fraction: 0.5}\n"),
+    Case("a campaign defined twice", _unchanged, (
+        "duplicate key 'campaigns.main' at lines",
+        f"config.yaml: duplicate key 'campaigns.main' at lines {len(SMOKE_LINES) + 2} and {len(SMOKE_LINES) + 3}"),
+         text=lambda text: text + "campaigns:\n  main: {methods: [baseline, softmax]}\n"
+                                  "  main: {methods: [baseline, static]}\n"),
+    Case("a campaign naming an unknown model", _set("campaigns", {"scale": {"models": ["tiny-qwen3"]}}),
+         ("campaigns.scale.models: 'tiny-qwen3' is not a model of this study; did you mean 'tiny-qwen2'?",
+          "declare it or remove it from the list")),
+    Case("a campaign naming an unknown method", _set("campaigns", {"main": {"methods": ["baseline", "sofmax"]}}),
+         ("campaigns.main.methods: 'sofmax' is not a method of this study; did you mean 'softmax'?",)),
+    Case("a campaign naming an undeclared regime", _set("campaigns", {"noisy": {"regimes": ["noise20"]}}),
+         ("campaigns.noisy.regimes: 'noise20' is not a regime of this study (known: full)",)),
+    Case("a campaign without a method's control",
+         _set("campaigns", {"main": {"methods": ["baseline"]}, "filters": {"methods": ["difffilter"]}}),
+         ("campaigns.filters.methods: 'difffilter' is compared with its control 'baseline', which this campaign does "
+          "not train", "add 'baseline' to the list")),
+    Case("a regime named like the full data", _set("regimes", {"full": {"transform": "subset", "fraction": 0.5}}),
+         ("regimes.full: the name 'full' is reserved", "rename the regime")),
+    Case("an unknown regime transform",
+         _set("regimes", {"noisy": {"transform": "label_nosie", "fraction": 0.2}}),
+         ("regimes.noisy: unknown transform 'label_nosie'; did you mean 'label_noise'?",)),
+    Case("a regime fraction above 1", _set("regimes", {"noisy": {"transform": "subset", "fraction": 1.5}}),
+         ("regimes.noisy: parameter 'fraction' of transform 'subset': 1.5 is outside (0, 1]",)),
+    Case("a negative noise fraction", _set("regimes", {"noisy": {"transform": "noisy_rewards", "fraction": -0.1,
+                                                                 "p": 0.5}}),
+         ("is outside [0, 1]; use a number in [0, 1]",
+          "regimes.noisy: parameter 'fraction' of transform 'noisy_rewards': -0.1 is outside [0, 1]")),
+    Case("an unbalanced pool of a domain the corpus lacks",
+         _all(_set("corpus.sources", ["basic_arithmetic", "syllogism"]),
+              _set("regimes", {"skewed": {"transform": "unbalanced", "target_domain": "science", "share": 0.5}})),
+         ("parameter 'target_domain' of transform 'unbalanced':",
+          "regimes.skewed: parameter 'target_domain' of transform 'unbalanced': 'science' is not a domain of the "
+          "corpus, whose domains are ['logic', 'math']; use one of them or add a source of that domain")),
+    Case("a campaign step budget of 0", _set("campaigns", {"long": {"steps": [3, 0]}}),
+         ("campaigns.long.steps.1: 0 is less than the minimum of 1",)),
 ]
 
 
@@ -372,7 +436,8 @@ def test_the_smoke_config_itself_passes_and_its_summary_counts_the_planned_jobs(
     result = _dry_run(Case("smoke", lambda config, workdir: None, ()), tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     output = result.stdout + result.stderr
-    assert "1 model(s) × 4 method(s) × 2 seed(s) = 8 training runs; seeds 1, 2" in output
+    assert ("1 model(s) × 1 regime(s) × 1 step budget(s) × 4 method(s) × 2 seed(s) = 8 training runs\n"
+            "    models tiny-qwen2; regimes full; steps 3; seeds 1, 2") in output
     assert "    difffilter     difffilter  selection    vs baseline      high=0.8, low=0.2" in output  # keys sorted
     summary = output.split("jobs from scratch and resources per job:", 1)[1].split("Job stats:", 1)[0]
     summarised = {m[1]: int(m[2]) for m in re.finditer(r"^    (\w+)\s+(\d+)\s+1\s", summary, re.MULTILINE)}

@@ -101,6 +101,29 @@ def test_released_long_training_and_constrained_tables():
     assert len(constrained) == 6 and set(constrained["reference"]) == {"full data"}
 
 
+@pytest.mark.skipif(not RELEASED.is_file(), reason=f"{RELEASED} not present")
+def test_released_scale_curve_lists_each_method_across_the_reference_cells():
+    from dataflex_rl.records_import import load_records
+    from dataflex_rl.report.regenerate import RUN_LEVEL_EXTRAS, scale_curve_table
+    from dataflex_rl.stats.summaries import run_summaries
+
+    summaries = run_summaries(load_records(RELEASED), extra_keys=RUN_LEVEL_EXTRAS)
+    controls = {m: "baseline" for m in ("difffilter", "maxvar", "topk", "gfpo")}
+    compared = compare_methods(summaries, "DB-12", controls=controls)
+    curve = scale_curve_table(compared, summaries).set_index("method")
+    # the 300-step full-data cells with a baseline (main, scale curve, cross family); not long training, not the
+    # constrained-data regimes
+    assert list(curve.columns[1:]) == [  # the records' order
+        "Llama-3.1-8B-base@crossfamily", "Qwen2.5-0.5B-Instruct@main", "Qwen2.5-1.5B-Instruct@scale_curve",
+        "Qwen2.5-14B-base@crossfamily", "Qwen2.5-3B-Instruct@scale_curve", "Qwen2.5-7B-Instruct@main",
+        "Qwen2.5-7B-base@crossfamily"]
+    assert sorted(curve.index) == ["difffilter", "gfpo", "maxvar", "topk"]
+    row = compared.set_index(["model", "method"]).loc[("Qwen2.5-3B-Instruct@scale_curve", "topk")]
+    assert curve.loc["topk", "Qwen2.5-3B-Instruct@scale_curve"] == (
+        f"{row.delta_mean:+.2f} [{row.ci_low:+.2f}, {row.ci_high:+.2f}]")
+    assert pd.isna(curve.loc["gfpo", "Qwen2.5-3B-Instruct@scale_curve"])  # gfpo ran in the main campaign only
+
+
 def test_tables_refuse_unmatched_seeds_unless_the_pairing_says_otherwise(tmp_path):
     from dataflex_rl.layout import UNTRAINED
     from dataflex_rl.report.regenerate import regenerate

@@ -8,6 +8,8 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from dataflex_rl import layout
+
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
 BENCHMARKS = ["basic_arithmetic", "syllogism", "unit_conversion"]  # one per domain keeps the DAG small
@@ -21,6 +23,10 @@ from dataflex_rl.formats.base import Verdict
 FORMATS["multiple_choice"] = dataclasses.replace(
     FORMATS["multiple_choice"], verify=lambda response, item: Verdict(parsed=True, correct=True))
 '''
+
+
+# The smoke study's first trained run (3 steps on the full data).
+FIRST_RUN_MODEL = layout.run_model("tiny-qwen2", layout.run_name("baseline", 1, None, 3))
 
 
 def _config(tmp_path, **calibration):
@@ -40,8 +46,8 @@ def test_a_verifier_accepting_wrong_answers_stops_the_dag_before_training(tmp_pa
     (plant / "sitecustomize.py").write_text(ACCEPT_EVERYTHING)
     workdir = tmp_path / "work"
     result = subprocess.run(
-        [*SNAKEMAKE, "--cores", "2", "--keep-going", "--configfile", str(_config(tmp_path)), "--directory", str(workdir),
-         "results/runs/tiny-qwen2/baseline/seed1/model"],
+        [*SNAKEMAKE, "--cores", "2", "--keep-going", "--configfile", str(_config(tmp_path)), "--directory",
+         str(workdir), FIRST_RUN_MODEL],
         capture_output=True, text=True,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(plant), os.environ.get("PYTHONPATH")]))})
     assert result.returncode != 0
@@ -63,7 +69,7 @@ def _untrained_scores(workdir, parsed):
 def test_the_parse_gate_stands_between_the_base_model_and_training(tmp_path):
     config = _config(tmp_path, min_base_parse_rate=0.5)
     plan = subprocess.run([*SNAKEMAKE, "-n", "--cores", "1", "--configfile", str(config), "--directory",
-                           str(tmp_path / "plan"), "results/runs/tiny-qwen2/baseline/seed1/model"],
+                           str(tmp_path / "plan"), FIRST_RUN_MODEL],
                           capture_output=True, text=True)
     assert plan.returncode == 0, plan.stderr[-2000:]
     assert "rule parse_gate:" in plan.stdout and "rule train:" in plan.stdout

@@ -12,7 +12,7 @@ import yaml
 from dataflex_rl.jobs import training_state
 from dataflex_rl.provenance import (DamagedArtefactError, artefact_digest, damage, fingerprint, plain_input,
                                     read_provenance, verified_input, write_provenance)
-from dataflex_rl.study import Study
+from dataflex_rl.study import Run, Study
 
 from config_edits import set_key
 
@@ -81,7 +81,7 @@ def test_training_state_is_kept_per_configuration_and_input(tmp_path):
     corpus = tmp_path / "corpus.parquet"
     corpus.write_bytes(b"rows")
     inputs = {"corpus": plain_input(corpus)}
-    settings = study().train_slice("tiny-qwen2", "baseline", 1)
+    settings = study().train_slice(Run("tiny-qwen2", "baseline", 1, steps=80))
     here = training_state(tmp_path / "state", settings, inputs)
     assert here == training_state(tmp_path / "state", dict(settings), inputs)  # unchanged: resumes
     longer = {**settings, "training.steps": 1000}
@@ -95,17 +95,18 @@ def test_training_state_is_kept_per_configuration_and_input(tmp_path):
 def test_each_job_slice_holds_what_its_result_depends_on():
     base = study()
     lr = study(**{"training.learning_rate": 1e-4})
-    assert lr.train_slice("tiny-qwen2", "softmax", 2) != base.train_slice("tiny-qwen2", "softmax", 2)
+    softmax = Run("tiny-qwen2", "softmax", 2, steps=80)
+    assert lr.train_slice(softmax) != base.train_slice(softmax)
     assert lr.base_slice("tiny-qwen2") == base.base_slice("tiny-qwen2")
     assert lr.score_slice("tiny-qwen2", "untrained", "gcd") == base.score_slice("tiny-qwen2", "untrained", "gcd")
-    assert lr.score_slice("tiny-qwen2", "softmax/seed2", "gcd")["training.learning_rate"] == 1e-4
+    assert lr.score_slice("tiny-qwen2", softmax.name, "gcd")["training.learning_rate"] == 1e-4
 
     batch = study(**{"evaluation.batch_size": 7})
-    assert batch.train_slice("tiny-qwen2", "softmax", 2) == base.train_slice("tiny-qwen2", "softmax", 2)
-    assert batch.score_slice("tiny-qwen2", "softmax/seed2", "gcd")["evaluation.batch_size"] == 7
+    assert batch.train_slice(softmax) == base.train_slice(softmax)
+    assert batch.score_slice("tiny-qwen2", softmax.name, "gcd")["evaluation.batch_size"] == 7
 
     neutral = [study(**{"training.checkpoint_every": 5}), study(**{"evaluation.seed": 9}),  # greedy: no sampling seed
-               study(**{"methods.softmax.control": "static"}), study(**{"calibration.max_items": 3}),
+               study(**{"methods.softmax.control": "static"}), study(**{"calibration.min_base_parse_rate": 0.5}),
                study(**{"evaluation.min_parse_rate": 0.9}), study(**{"methods.difffilter.params": {"high": 0.8}})]
     for other in neutral:  # difffilter's low defaults to the 0.2 the default config writes out
         for model, run in base.scored_runs():
@@ -116,11 +117,12 @@ def test_each_job_slice_holds_what_its_result_depends_on():
 
 
 def test_a_slice_names_config_keys_with_defaults_filled():
-    train = study().train_slice("tiny-qwen2", "difffilter", 3)
+    difffilter = Run("tiny-qwen2", "difffilter", 3, steps=80)
+    train = study().train_slice(difffilter)
     assert train["seed"] == 3 and train["methods.difffilter.params.low"] == 0.2
     assert train["models.tiny-qwen2.shape.hidden_size"] == CONFIG["models"]["tiny-qwen2"]["shape"]["hidden_size"]
     assert train["decontamination.threshold"] == CONFIG["decontamination"]["threshold"]
     assert "training.checkpoint_every" not in train and "methods.difffilter.control" not in train
     no_decontamination = copy.deepcopy(CONFIG)
     del no_decontamination["decontamination"]
-    assert Study.from_config(no_decontamination).train_slice("tiny-qwen2", "difffilter", 3) == train  # the defaults
+    assert Study.from_config(no_decontamination).train_slice(difffilter) == train  # the defaults

@@ -3,6 +3,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dataflex_rl import layout
 from dataflex_rl.report.figures import training_curves, training_curves_plot
 
 
@@ -75,7 +76,7 @@ def test_rule_reads_every_runs_metrics_and_writes_the_figure(tmp_path):
     """Only the metrics exist; the rule is allowed alone, so nothing can train, and it plots the config's 12 runs."""
     for method in ("baseline", "difffilter", "softmax", "static"):
         for seed in (1, 2, 3):
-            path = tmp_path / f"results/runs/tiny-qwen2/{method}/seed{seed}/metrics.parquet"
+            path = tmp_path / layout.metrics("tiny-qwen2", layout.run_name(method, seed, None, 80))
             path.parent.mkdir(parents=True)
             _run(method, seed, np.linspace(0, 0.5, 12), np.full(12, 0.8)).drop(columns="model").to_parquet(path)
     result = subprocess.run([*SNAKEMAKE, "training_curves", "--allowed-rules", "training_curves", "--cores", "1",

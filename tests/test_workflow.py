@@ -62,6 +62,12 @@ def test_the_workflow_passes_snakemakes_lint_and_snakefmt():
 
 
 SMOKE = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
+
+
+def smoke_run(method: str, seed: int | None) -> str:
+    """The `{run}` wildcard value of a smoke run (full data, the smoke study's step budget)."""
+    return layout.run_name(method, seed, None, SMOKE["training"]["steps"] if seed is not None else None)
+
 AFTER_TRAIN = {"records": 1, "tables": 1, "training_curves": 1, "all": 1}  # downstream of retrained runs
 AFTER_BASE = {"base_model": 1, "train": 8, "score": 9, "parse_gate": 1, **AFTER_TRAIN}  # downstream of a new base
 # What a change of one setting replans on the finished smoke study (4 methods × 2 seeds, 12 benchmarks, one scoring
@@ -77,7 +83,7 @@ REPLANNED = {
     "evaluation.seed": 5, "decontamination.threshold": 0.7, "corpus.items_per_domain": 50, "corpus.seed": 2,
     "models.tiny-qwen2.shape.hidden_size": 48, "models.tiny-qwen2.warmup.steps": 4, "benchmarks.items": 9,
     "benchmarks.seed": 1001, "stats.confidence": 0.9, "stats.curve_window": 3, "training.checkpoint_every": 1,
-    "calibration.max_items": 5, "calibration.min_base_parse_rate": 0.01,
+    "calibration.min_base_parse_rate": 0.01,
 }
 EXPECTED = {
     **{f"training.{key}": {"train": 8, "score": 8, **AFTER_TRAIN} for key in (
@@ -101,10 +107,8 @@ EXPECTED = {
     "stats.confidence": {"tables": 1, "all": 1},
     "stats.curve_window": {"training_curves": 1, "all": 1},
     "training.checkpoint_every": {},  # a resumed run is bit-identical
-    "calibration.max_items": {"calibrate": 12, "all": 1},  # a gate: it reruns, nothing downstream does
-    "calibration.min_base_parse_rate": {"parse_gate": 1, "all": 1},
+    "calibration.min_base_parse_rate": {"parse_gate": 1, "all": 1},  # a gate: it reruns, nothing downstream does
     # two changes in one edit: a rerun gate must not hide the other change from Snakemake's rerun checks
-    "calibration.max_items+training.learning_rate": {"calibrate": 12, "train": 8, "score": 8, **AFTER_TRAIN},
     "calibration.min_base_parse_rate+evaluation.batch_size": {"score": 9, "parse_gate": 1, "records": 1, "tables": 1,
                                                               "all": 1},
 }
@@ -154,12 +158,12 @@ def test_smoke_study_runs_end_to_end(smoke_tree):
     assert (tables / "figures/training_curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     study = Study.from_config(SMOKE)
     for row in records.itertuples():  # each row carries the fingerprint its score was built with
-        record = json.loads((smoke_tree / layout.score_provenance(row.model, row.run_id.split("/", 1)[1],
-                                                                 row.benchmark)).read_text())
-        assert row.fingerprint == record["fingerprint"] == fingerprint(
-            study.score_slice(row.model, row.run_id.split("/", 1)[1], row.benchmark))
+        run = smoke_run(row.method, None if pd.isna(row.seed) else row.seed)
+        record = json.loads((smoke_tree / layout.score_provenance(row.model, run, row.benchmark)).read_text())
+        assert row.fingerprint == record["fingerprint"] == fingerprint(study.score_slice(row.model, run,
+                                                                                         row.benchmark))
     assert json.loads(records.loc[0, "package_versions"])["dataflex-rl"] == metadata.version("dataflex-rl")
-    metrics = pd.read_parquet(smoke_tree / "results/runs/tiny-qwen2/static/seed1/metrics.parquet")
+    metrics = pd.read_parquet(smoke_tree / layout.metrics("tiny-qwen2", smoke_run("static", 1)))
     assert len(metrics) == 3 and {"p:math", "kept_fraction"} <= set(metrics.columns)
     assert planned(SMOKE, smoke_tree, "unchanged") == {}
 
@@ -185,11 +189,12 @@ def test_a_changed_setting_retrains_and_the_audit_names_what_predates_it(smoke_t
     config = changed_config("training.learning_rate")
     lr = smoke_tree / "lr.yaml"
     lr.write_text(yaml.safe_dump(config))
-    run = "tiny-qwen2/softmax/seed1"
+    run = smoke_run("softmax", 1)
     forced = snakemake("--cores", "2", "--configfile", str(lr), "--directory", str(smoke_tree), "-f",
-                       f"results/runs/{run}/model", "--allowed-rules", "train")
-    assert "resuming" not in (smoke_tree / f"logs/train/{run}.log").read_text()
-    assert len(list((smoke_tree / f"results/runs/{run}/state").iterdir())) == 2  # the old state is kept, not used
+                       layout.run_model("tiny-qwen2", run), "--allowed-rules", "train")
+    assert "resuming" not in (smoke_tree / f"logs/train/tiny-qwen2/{run}.log").read_text()
+    # the old state is kept, not used
+    assert len(list((smoke_tree / layout.train_state("tiny-qwen2", run)).iterdir())) == 2
     assert job_counts(forced.stdout + forced.stderr)["train"] == 1
 
     snakemake("audit", "--cores", "1", "--configfile", str(lr), "--directory", str(smoke_tree))
@@ -198,11 +203,12 @@ def test_a_changed_setting_retrains_and_the_audit_names_what_predates_it(smoke_t
     assert sorted(stale) == sorted(f"tiny-qwen2/{m}/seed{s}" for m in SMOKE["methods"] for s in (1, 2))
     for run_id, cell in stale.items():
         assert cell["changed_keys"] == {"training.learning_rate": [0.0001, 0.0003]}, run_id
-        assert ("training" in cell["stale"]) == (run_id != run)  # the forced run is retrained, not yet rescored
+        # the forced run is retrained, not yet rescored
+        assert ("training" in cell["stale"]) == (run_id != "tiny-qwen2/softmax/seed1")
     markdown = (smoke_tree / "results/audit/audit.md").read_text()
     assert "- tiny-qwen2/baseline/seed1: training.learning_rate: 0.0001 → 0.0003" in markdown
 
-    weights = smoke_tree / "results/runs/tiny-qwen2/baseline/seed2/model/model.safetensors"
+    weights = smoke_tree / layout.run_model("tiny-qwen2", smoke_run("baseline", 2)) / "model.safetensors"
     stat = weights.stat()
     with open(weights, "r+b") as handle:
         handle.truncate(stat.st_size // 2)
@@ -212,8 +218,8 @@ def test_a_changed_setting_retrains_and_the_audit_names_what_predates_it(smoke_t
     report = json.loads((smoke_tree / "results/audit/audit.json").read_text())
     assert report["damaged_runs"] == ["tiny-qwen2/baseline/seed2"]
     rescore = snakemake("--cores", "1", "--configfile", str(REPO / "config/smoke.yaml"), "--directory",
-                        str(smoke_tree), "-f", "results/scores/tiny-qwen2/baseline/seed2/gcd.parquet", check=False)
+                        str(smoke_tree), "-f", layout.score("tiny-qwen2", smoke_run("baseline", 2), "gcd"), check=False)
     assert rescore.returncode != 0
-    log = (smoke_tree / "logs/scores/tiny-qwen2/baseline/seed2/all.log").read_text()
+    log = (smoke_tree / f"logs/scores/tiny-qwen2/{smoke_run('baseline', 2)}/all.log").read_text()
     assert "DamagedArtefactError: damaged input artefact:" in log
-    assert "results/runs/tiny-qwen2/baseline/seed2/model/model.safetensors: sha256" in log
+    assert f"{weights.relative_to(smoke_tree)}: sha256" in log

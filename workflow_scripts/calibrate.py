@@ -5,7 +5,5 @@ from dataflex_rl.job_log import job_log
 from dataflex_rl.verify.calibration import calibrate_benchmark
 
 with job_log(snakemake.log[0]):
-    report = calibrate_benchmark(
-        snakemake.wildcards.benchmark, pd.read_parquet(snakemake.input[0]), snakemake.params.max_items
-    )
+    report = calibrate_benchmark(snakemake.wildcards.benchmark, pd.read_parquet(snakemake.input[0]))
     write_json(snakemake.output[0], report)

@@ -1,8 +1,12 @@
-"""Real benchmarks' items, from a local JSONL/parquet file or the Hugging Face hub, read in each benchmark's native
-schema by its reader (dataflex_rl.benchmarks.readers): a file without the reader's columns is an error naming the file,
-the missing columns and the expected schema. Every item row has dataflex_rl.items.BENCHMARK_ITEM_COLUMNS; `metadata`
-holds every other native column, what the reader derived (`options`, `names`) and the row's position in the source
-(`source_index`). Where the paper's authors scored a seeded subset, the loader keeps the same rows.
+"""Real benchmarks' items, from local files or the Hugging Face hub, read in each benchmark's native schema by its
+reader (dataflex_rl.benchmarks.readers): a file without the reader's columns is an error naming the file, the missing
+columns and the expected schema. A benchmark's file may be JSONL or parquet (the hub's export, the Qwen2.5-Math
+evaluation harness's data), a JSON list of rows or an object holding them under `examples` (MMLU-Pro's released
+results; the official BBH files, {canary, examples}), or CSV (GPQA's distribution); a benchmark given as several files
+(BBH's three, five and seven object files) is their rows in the order listed. Every item row has
+dataflex_rl.items.BENCHMARK_ITEM_COLUMNS; `metadata` holds every other native column, what the reader derived
+(`options`, `names`) and the row's position in the source (`source_index`). Where the paper's authors scored a seeded
+subset, the loader keeps the same rows.
 
 The hub is used only when asked (`benchmarks.hub_fallback`), through the optional `datasets` package
 (`pip install 'dataflex-rl[hub]'`), imported here and nowhere else.
@@ -14,6 +18,7 @@ import math
 import random
 import warnings
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -33,16 +38,48 @@ class BenchmarkSizeWarning(UserWarning):
 UNREADABLE_ROWS = "unreadable_rows"
 
 
+TABLE_SUFFIXES = (".jsonl", ".parquet", ".json", ".csv")
+
+
+def benchmark_paths(entry: str | Path | Sequence[str | Path]) -> list[str]:
+    """A `benchmarks.files` entry as its list of paths: one file, or the several files that make one benchmark."""
+    return [str(entry)] if isinstance(entry, (str, Path)) else [str(path) for path in entry]
+
+
+def _json_rows(path: Path) -> list:
+    """A .json benchmark file's rows: the file's list, or the list under `examples` (the official BBH files)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    rows = data.get("examples") if isinstance(data, dict) else data
+    if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+        found = f"an object with keys {sorted(data)[:8]}" if isinstance(data, dict) else f"a JSON {type(data).__name__}"
+        raise BenchmarkSchemaError(f"{path}: expected a JSON list of row objects, or an object with an `examples` list "
+                                   f"of them (the official BBH files), found {found}; give the file as released")
+    return rows
+
+
 def read_table(path: str | Path) -> pd.DataFrame:
-    """A JSONL or parquet file as a frame, values as the file holds them (JSONL read line by line, so that pandas
-    does not turn ids into numbers or 'created_at' columns into dates)."""
+    """A benchmark file as a frame, values as the file holds them: JSONL read line by line and JSON as parsed, so that
+    pandas does not turn ids into numbers or 'created_at' columns into dates; CSV cells as text ('' when empty)."""
     path = Path(path)
     if path.suffix == ".parquet":
         return pd.read_parquet(path)
     if path.suffix == ".jsonl":
         with path.open(encoding="utf-8") as handle:
             return pd.DataFrame.from_records([json.loads(line) for line in handle if line.strip()])
-    raise ValueError(f"{path}: a benchmark file must be .jsonl or .parquet")
+    if path.suffix == ".json":
+        return pd.DataFrame.from_records(_json_rows(path))
+    if path.suffix == ".csv":
+        return pd.read_csv(path, dtype=str, keep_default_na=False)
+    raise ValueError(f"{path}: a benchmark file must be {', '.join(TABLE_SUFFIXES)}; found suffix {path.suffix!r}")
+
+
+def read_tables(paths: Sequence[str | Path]) -> pd.DataFrame:
+    """The rows of a benchmark's files in the order listed; where there are several, a `source_file` column names
+    each row's file."""
+    frames = [read_table(path) for path in paths]
+    if len(frames) > 1:
+        frames = [frame.assign(source_file=Path(path).name) for frame, path in zip(frames, paths)]
+    return pd.concat(frames, ignore_index=True)
 
 
 def _jsonable(value):
@@ -81,7 +118,7 @@ def native_items(benchmark: Benchmark, frame: pd.DataFrame, origin: str) -> pd.D
                                   if old in frame.columns and new not in frame.columns})
     if frame.empty:
         raise BenchmarkSchemaError(f"benchmark {benchmark.name!r}: {origin} has no rows")
-    missing = [c for c in reader.columns if c not in frame.columns]
+    missing = [c for c in reader.columns if c not in frame.columns and reader.alternatives.get(c) not in frame.columns]
     if missing:
         hub = f" of {benchmark.hub.name}" if benchmark.hub else ""
         raise BenchmarkSchemaError(
@@ -121,14 +158,15 @@ def native_items(benchmark: Benchmark, frame: pd.DataFrame, origin: str) -> pd.D
     return items
 
 
-def load_file_items(benchmark: Benchmark, path: str | Path) -> pd.DataFrame:
-    """A real benchmark's items from its local file in the native schema."""
-    path = Path(path)
-    if not path.exists():
-        hub = f" or set benchmarks.hub_fallback: true to load {benchmark.hub.name}" if benchmark.hub else ""
-        raise FileNotFoundError(f"benchmark {benchmark.name!r}: file {path} does not exist; put the benchmark "
-                                f"there{hub}")
-    return native_items(benchmark, read_table(path), str(path))
+def load_file_items(benchmark: Benchmark, paths: str | Path | Sequence[str | Path]) -> pd.DataFrame:
+    """A real benchmark's items from its local file(s) in the native schema."""
+    paths = [Path(path) for path in benchmark_paths(paths)]
+    for path in paths:
+        if not path.exists():
+            hub = f" or set benchmarks.hub_fallback: true to load {benchmark.hub.name}" if benchmark.hub else ""
+            raise FileNotFoundError(f"benchmark {benchmark.name!r}: file {path} does not exist; put the benchmark "
+                                    f"there{hub}")
+    return native_items(benchmark, read_tables(paths), ", ".join(str(path) for path in paths))
 
 
 def load_hub_frame(benchmark: Benchmark) -> pd.DataFrame:
@@ -165,9 +203,9 @@ def load_hub_items(benchmark: Benchmark) -> pd.DataFrame:
     return native_items(benchmark, load_hub_frame(benchmark), f"hub dataset {benchmark.hub.name}")
 
 
-def local_source(path: str | None, hub_fallback: bool) -> str | None:
-    """The local file to read, or None when the benchmark is to come from the hub: nothing is at its path and the
-    config sets benchmarks.hub_fallback (a directory there is read, and reported, as the file it should be)."""
-    if path is not None and hub_fallback and not Path(path).exists():
+def local_source(entry: str | Sequence[str] | None, hub_fallback: bool) -> str | list[str] | None:
+    """The local file(s) to read, or None when the benchmark is to come from the hub: none of its files is there and
+    the config sets benchmarks.hub_fallback (a directory there is read, and reported, as the file it should be)."""
+    if entry is not None and hub_fallback and not any(Path(path).exists() for path in benchmark_paths(entry)):
         return None
-    return path
+    return entry

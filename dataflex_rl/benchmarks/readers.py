@@ -2,10 +2,11 @@
 an item (`prompt` the question as the benchmark states it, `answer` the gold in the form its verifier reads, derived
 metadata such as `options` and `names`).
 
-Gold conversions: GSM8K's "... #### 1,234" → "1234"; OlympiadBench's `final_answer` list → its answers joined by ", ";
-Knights&Knaves' `names` + `solution` booleans → "Zoey is a knight, Oliver is a knave"; ZebraLogic's answer text and
-MMLU-Pro's `answer_index` → the option letter; GPQA's correct answer → its letter after a seeded shuffle of the four
-options (the displayed order of the source columns is kept in metadata `option_sources`).
+Gold conversions: GSM8K's "... #### 1,234" → "1234"; OlympiadBench's `final_answer` list → its answers joined by ", " (a
+multi-answer row's also listed in metadata `answers`); Minerva's last \\boxed{} of the solution where the file has no
+`answer`; Knights&Knaves' `names` + `solution` booleans → "Zoey is a knight, Oliver is a knave"; ZebraLogic's answer
+text and MMLU-Pro's `answer_index` → the option letter; GPQA's correct answer → its letter after a seeded shuffle of the
+four options (the displayed order of the source columns is kept in metadata `option_sources`).
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
+from dataflex_rl.formats.extract import last_boxed
 from dataflex_rl.items import LETTERS, wrong_type
 
 
@@ -40,7 +42,8 @@ class Reader:
     row into the prompt, the answer and derived metadata; it consumes every column of the schema but the native id
     (`id_column`, used when the file has it) and `kept_columns` (MMLU-Pro's `category`, which the loader filters on).
     The file's other columns go to metadata as they are. `renames` maps the column names of a known variant of the
-    schema.
+    schema. `alternatives` names, for a column of the schema, another column a known variant gives instead (the
+    Qwen2.5-Math harness's Minerva file has no `answer`: its gold is the last \\boxed{} of `solution`).
     """
 
     read: Callable[[Mapping], NativeItem]
@@ -48,6 +51,7 @@ class Reader:
     id_column: str | None = None
     kept_columns: tuple[str, ...] = ()
     renames: Mapping[str, str] = field(default_factory=dict)
+    alternatives: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def consumed(self) -> tuple[str, ...]:
@@ -118,15 +122,24 @@ def _index(value, field: str) -> int:
     return int(value)
 
 
-def _strip_dollars(text: str) -> str:
-    text = text.strip()
-    if len(text) > 1 and text.startswith("$") and text.endswith("$"):
-        return text.strip("$").strip()
-    return text
+def _unwrapped(answer: str) -> str:
+    """One OlympiadBench answer without its math delimiters (an escaped `\\$` is kept) or a final period."""
+    return re.sub(r"(?<!\\)\$", "", answer).strip().removesuffix(".").strip()
 
 
 def _math(question: str, answer: str) -> Callable[[Mapping], NativeItem]:
     return lambda row: NativeItem(text_field(row[question], question), text_field(row[answer], answer))
+
+
+def _minerva(row: Mapping) -> NativeItem:
+    """Minerva's gold is its `answer`, or in the Qwen2.5-Math harness's file the last \\boxed{} of its `solution`."""
+    question = text_field(row["question"], "question")
+    if "answer" in row:
+        return NativeItem(question, text_field(row["answer"], "answer"))
+    gold = last_boxed(text_field(row["solution"], "solution"))
+    if gold is None:
+        raise UnreadableRowError("the solution has no \\boxed{} answer")
+    return NativeItem(question, gold)
 
 
 def _gsm8k(row: Mapping) -> NativeItem:
@@ -137,13 +150,20 @@ def _gsm8k(row: Mapping) -> NativeItem:
     return NativeItem(question, final, {"solution": solution} if "####" in solution else {})
 
 
+_SPAN_BREAK = re.compile(r"\$\s*,\s*\$")
+
+
 def _olympiad(row: Mapping) -> NativeItem:
-    answers = [_strip_dollars(a) for a in _texts(row["final_answer"], "final_answer", lone_text=True)]
-    return NativeItem(text_field(row["question"], "question"), ", ".join(answers))
+    """OlympiadBench's `final_answer` is a list; one element may hold several answers as math spans ('$69$,$84$').
+    A row with `is_multiple_answer` true lists its answers in metadata `answers`: the gold is their set."""
+    answers = [answer for element in _texts(row["final_answer"], "final_answer", lone_text=True)
+               for answer in map(_unwrapped, _SPAN_BREAK.split(element.strip()))]
+    return NativeItem(text_field(row["question"], "question"), ", ".join(answers),
+                      {"answers": answers} if row.get("is_multiple_answer") is True else {})
 
 
 def kk_gold(names: list[str], solution: list) -> str:
-    """'Zoey is a knight, Oliver is a knave': K&K's solution booleans (True = knight) in the verifier's sentence form."""
+    """'Zoey is a knight, Oliver is a knave': K&K's solution booleans (True = knight), as the verifier reads them."""
     return ", ".join(f"{name} is a {'knight' if bool(is_knight) else 'knave'}" for name, is_knight in
                      zip(names, solution, strict=True))
 
@@ -212,11 +232,12 @@ def _gpqa(row: Mapping) -> NativeItem:
                        "shuffle_seed": GPQA_SHUFFLE_SEED})
 
 
-MATH_500 = Reader(_math("problem", "answer"), ("problem", "answer", "unique_id"), "unique_id")
+MATH_500 = Reader(_math("problem", "answer"), ("problem", "answer"), "unique_id")
 AIME_2024 = Reader(_math("problem", "answer"), ("problem", "answer", "id"), "id",
                    renames={"Problem": "problem", "Answer": "answer", "ID": "id", "Solution": "solution"})
 OLYMPIADBENCH = Reader(_olympiad, ("question", "final_answer", "id"), "id")
-MINERVA_MATH = Reader(_math("question", "answer"), ("question", "answer"))
+MINERVA_MATH = Reader(_minerva, ("question", "answer"), renames={"problem": "question"},
+                      alternatives={"answer": "solution"})
 GSM8K = Reader(_gsm8k, ("question", "answer"))
 KNIGHTS_KNAVES = Reader(_knights_knaves, ("quiz", "names", "solution"))
 BBH = Reader(_bbh, ("input", "target"))

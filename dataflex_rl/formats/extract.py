@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
-# "The answer is", "Final Answer:", "**Final Answer**: ...", "the final answer is" (Minerva's form).
-_STATED = re.compile(r"(?i)\b(?:final\s+answer|the\s+answer|answer)\b[*\s]*(?:is\b|:)[*\s:]*")
+# "The answer is", "Final Answer:", "**Final Answer**: ...", "the final answer is" (Minerva's form), "the answers are".
+_STATED = re.compile(r"(?i)\b(?:final\s+answer|the\s+answers?|answer)\b[*\s]*(?:is\b|are\b|:)[*\s:]*")
 ANSWER_MARKER = re.compile(r"(?i)\banswer\s*:")
 _MATH_DELIMITERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
 TEXT_WRAPPER = re.compile(r"\\(?:text|textbf|mathrm|mathbf)\s*\{([^{}]*)\}")
@@ -30,14 +30,26 @@ def last_boxed(response: str) -> str | None:
     return None
 
 
+_NEXT_SPAN = re.compile(r"\s*(?:\$|\\\(|,|and\s+\$)")
+
+
+def _closing(tail: str, right: str, start: int) -> int:
+    """Where the delimiter `right` closes a span opened before `start` (an escaped `\\$`, a currency sign, does
+    not); -1 if it does not."""
+    match = re.compile(r"(?<!\\)" + re.escape(right)).search(tail, start)
+    return match.start() if match else -1
+
+
 def _cut_statement(tail: str) -> str:
-    """The answer at the start of `tail`: a delimited math span, else the rest of the line up to the sentence's end."""
+    """The answer at the start of `tail`: a delimited math span, else the rest of the line up to the sentence's end
+    (also where the span is followed by another span, a comma or 'and': '$-1.5$$\\text{kJ}$', '$69$ and $84$')."""
     tail = tail.lstrip()
     for left, right in _MATH_DELIMITERS:
         if tail.startswith(left):
-            end = tail.find(right, len(left))
-            if end > 0:
+            end = _closing(tail, right, len(left))
+            if end > 0 and not _NEXT_SPAN.match(tail, end + len(right)):
                 return tail[len(left) : end].strip()
+            break
     line = tail.split("\n", 1)[0]
     line = re.split(r"(?i)\.\s+(?:I hope|This|So|Therefore|Thus)\b", line, maxsplit=1)[0]
     return line.strip().rstrip("*").strip().removesuffix(".").strip()
@@ -74,10 +86,11 @@ def answer_candidates(response: str) -> list[tuple[str, str]]:
     return [(text, how) for text, how in found if text]
 
 
-def plain(text: str) -> str:
+def plain(text: str, fold: bool = True) -> str:
     """Text for string comparison: math delimiters, \\text{} wrappers, markdown emphasis and a final period removed,
-    whitespace collapsed, case folded."""
+    whitespace collapsed, case folded (kept with `fold` false)."""
     text = TEXT_WRAPPER.sub(r"\1", text)
     text = text.replace("$", "").replace("**", "").replace("\\left", "").replace("\\right", "")
     text = text.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").replace("\\!", "").replace("\\,", "")
-    return re.sub(r"\s+", " ", text.strip().rstrip(".").strip()).casefold()
+    text = re.sub(r"\s+", " ", text.strip().rstrip(".").strip())
+    return text.casefold() if fold else text

@@ -28,29 +28,51 @@ _LEADING_LETTER = re.compile(r"\(([A-J])\)|([A-J])(?:[.):,]|$)")
 _LEADING_WORD_LETTER = re.compile(r"\(([A-J])\)|([A-J])(?:[.):,]|\s|$)")
 
 
+def option_text_key(text: str, fold: bool, spaced: bool = True) -> str:
+    """A text for comparison with an option's: extract.plain's (math delimiters, \\text{} wrappers, a final period
+    removed, whitespace collapsed) with every `*` (markdown emphasis, or a product) dropped; case folded with `fold`;
+    with `spaced` false, without any whitespace."""
+    key = plain(text.replace("*", ""), fold)
+    return key if spaced else key.replace(" ", "")
+
+
+_MARKUP = re.compile(r"[$\\]")
+
+
+def _option_named(text: str, options: Sequence[str], fold: bool) -> str | None:
+    """The letter of the option whose text `text` is (case folded with `fold`), or None. An option written in LaTeX
+    ('$-1.5$$\\text{kJ}$') is compared without whitespace, so that '-1.5 kJ' and '$-1.5$ $\\text{kJ}$' name it."""
+    for letter, option in zip(_letters(options), options):
+        spaced = not _MARKUP.search(str(option))
+        if option_text_key(text, fold, spaced) == option_text_key(str(option), fold, spaced):
+            return letter
+    return None
+
+
 def letter_of(text: str, options: Sequence[str] | None = None, stated: bool = True) -> str | None:
-    """The option letter `text` names: 'B', '(B)', 'B.', 'B) 3500 J', '\\text{B}', or the text of option B itself.
-    A `stated` text (one that follows 'the answer is') may also be 'B because ...'; a bare response may not, or
-    'I think ...' would read as option I."""
+    """The option letter `text` names: 'B', '(B)', 'B.', the text of option B itself (before a lower-case letter or a
+    leading one, so that an option 'c' or 'I & II only' is not read as a letter), 'b', 'B) 3500 J', '\\text{B}', or
+    option B's text in another case. A `stated` text (one that follows 'the answer is') may also be 'B because ...';
+    a bare response may not, or 'I think ...' would read as option I."""
     letters = _letters(options)
     cleaned = TEXT_WRAPPER.sub(r"\1", text).replace("$", "").replace("*", "").strip()
     bare = re.fullmatch(r"\(?([A-Ja-j])\)?\.?", cleaned)
+    if bare and bare.group(1) in letters:
+        return bare.group(1)
+    if options and (letter := _option_named(text, options, fold=False)):
+        return letter
     if bare and bare.group(1).upper() in letters:
         return bare.group(1).upper()
     leading = (_LEADING_WORD_LETTER if stated else _LEADING_LETTER).match(cleaned)
     if leading and (leading.group(1) or leading.group(2)) in letters:
         return leading.group(1) or leading.group(2)
-    if options:
-        wanted = plain(cleaned)
-        for letter, option in zip(letters, options):
-            if wanted == plain(str(option)):
-                return letter
-    return None
+    return _option_named(text, options, fold=True) if options else None
 
 
 def extract_choice(response: str, options: Sequence[str] | None = None) -> str | None:
     """The chosen option letter from a boxed letter, the last 'the answer is ...' (a letter or an option's text), the
-    line after 'Answer:', or a bare one-line response; None if the response names no option."""
+    line after 'Answer:', or a one-line response (a short one naming a letter or an option, a longer one only as an
+    option's whole text, see _long_option_line); None if the response names no option."""
     places = [(text, True) for text, how in answer_candidates(response) if how != "bare"]
     if ANSWER_MARKER.search(response):
         places.append((final_answer_text(response), True))
@@ -59,7 +81,20 @@ def extract_choice(response: str, options: Sequence[str] | None = None) -> str |
         letter = letter_of(text, options, stated) if text else None
         if letter:
             return letter
-    return None
+    line = response.strip()
+    return _long_option_line(line, options) if options and line and "\n" not in line else None
+
+
+_LETTERED = re.compile(r"\(?([A-J])[).:]\s*(.+)")
+
+
+def _long_option_line(line: str, options: Sequence[str]) -> str | None:
+    """The option a one-line response too long to read as a bare answer names: its whole text, alone or after its
+    own letter ('H) Phase angle at t = 0: ...')."""
+    lettered = _LETTERED.fullmatch(line)
+    if lettered and _option_named(lettered.group(2), options, fold=False) == lettered.group(1):
+        return lettered.group(1)
+    return _option_named(line, options, fold=False)
 
 
 def verify_multiple_choice(response: str, item: Mapping) -> Verdict:
@@ -69,11 +104,11 @@ def verify_multiple_choice(response: str, item: Mapping) -> Verdict:
 
 def choice_forms(letter: str, options: list[str]) -> list[str]:
     """Option `letter` the ways models name it: the letter in its usual wrappings and, where the item lists its
-    options, the option's text."""
+    options, the option's text (on one line, as a model writes it)."""
     forms = [letter, f"({letter})", f"{letter}.", f"The answer is ({letter}).", f"Answer: {letter}",
              f"Comparing the options, the answer is {letter} because it fits every clue.", f"\\boxed{{{letter}}}"]
     if letter in LETTERS[: len(options)]:
-        text = options[LETTERS.index(letter)]
+        text = " ".join(options[LETTERS.index(letter)].split())
         forms += [f"{letter}) {text}", text, f"The answer is {text}."]
     return forms
 

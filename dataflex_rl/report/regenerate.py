@@ -18,7 +18,7 @@ from dataflex_rl.layout import UNTRAINED
 from dataflex_rl.report.figures import domain_heatmap, forest_plot, seed_sufficiency_plot, spearman_heatmap
 from dataflex_rl.report.outputs import TABLES
 from dataflex_rl.report.tables import write_table
-from dataflex_rl.stats.contrasts import constrained_data_contrasts, long_training_contrasts
+from dataflex_rl.stats.contrasts import constrained_data_contrasts, long_training_contrasts, study_cells
 from dataflex_rl.stats.paired import compare_methods, headroom
 from dataflex_rl.stats.parse_flags import check_exclusions, excluded_benchmarks, parse_flag_table
 from dataflex_rl.stats.seeds import detectable_effects, seed_sufficiency
@@ -39,6 +39,26 @@ def cross_model_table(comparisons: pd.DataFrame) -> pd.DataFrame:
                              aggfunc="first", sort=False)
     methods = list(pd.unique(comparisons["method"]))
     return wide[[m for m in methods if m in wide.columns]].reset_index().rename_axis(columns=None)
+
+
+def scale_curve_table(comparisons: pd.DataFrame, summaries: pd.DataFrame) -> pd.DataFrame:
+    """Per method, its "Δ [low, high]" in each model's reference cell (full data, the model's fewest steps), the cells
+    in the records' order: a method's advantage across model sizes and families. Only methods compared in at least
+    two cells: a curve needs two points."""
+    columns = ["method", "control"]
+    cells = study_cells(summaries)
+    cells = cells[cells["regime"].isna() & cells["steps"].notna()]
+    fewest = cells.groupby("base_model", sort=False)["steps"].transform("min")
+    reference = list(cells.loc[cells["steps"] == fewest, "model"])
+    picked = comparisons[comparisons["model"].isin(reference)]
+    counts = picked.groupby("method")["model"].nunique()
+    picked = picked[picked["method"].isin(counts[counts >= 2].index)]
+    if picked.empty:
+        return pd.DataFrame(columns=columns)
+    picked = picked.assign(cell=[f"{d:+.2f} [{lo:+.2f}, {hi:+.2f}]" for d, lo, hi in
+                                 zip(picked["delta_mean"], picked["ci_low"], picked["ci_high"])])
+    wide = picked.pivot_table(index=columns, columns="model", values="cell", aggfunc="first", sort=False)
+    return wide[[c for c in reference if c in wide.columns]].reset_index().rename_axis(columns=None)
 
 
 def efficiency_table(records: pd.DataFrame) -> pd.DataFrame:
@@ -109,6 +129,7 @@ def regenerate(records: pd.DataFrame, out_dir: str | Path, controls: Mapping[str
                                       ignore_index=True)[["model", "metric", *metrics]],
         "comparisons": comparisons,
         "cross_model": cross_model_table(headline_comparisons),
+        "scale_curve": scale_curve_table(headline_comparisons, summaries),
         "long_training": long_training_contrasts(summaries, headline, controls, confidence=confidence,
                                                  pairing=pairing),
         "constrained_data": constrained_data_contrasts(summaries, headline, controls, confidence=confidence,

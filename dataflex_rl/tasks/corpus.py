@@ -10,7 +10,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from dataflex_rl.benchmarks.loaders import load_file_items, load_hub_items
+from dataflex_rl.benchmarks.loaders import benchmark_paths, load_file_items, load_hub_items
 from dataflex_rl.benchmarks.registry import Benchmark, get_benchmark, get_source
 from dataflex_rl.benchmarks.sources import generate_items
 from dataflex_rl.items import CORPUS_COLUMNS, DOMAINS
@@ -139,23 +139,24 @@ def build_procedural_benchmark(benchmark: Benchmark, n_items: int, seed: int) ->
     return items
 
 
-def load_benchmark_file(benchmark: Benchmark, path: str | Path) -> pd.DataFrame:
-    """A real benchmark's items from its local JSONL or parquet file, read in the benchmark's own schema
+def load_benchmark_file(benchmark: Benchmark, path: str | Path | Sequence[str | Path]) -> pd.DataFrame:
+    """A real benchmark's items from its local file(s), read in the benchmark's own schema
     (dataflex_rl.benchmarks.loaders: a file without the native columns is an error naming them)."""
     return load_file_items(benchmark, path)
 
 
-def benchmark_items(name: str, n_items: int, seed: int, path: str | Path | None = None,
+def benchmark_items(name: str, n_items: int, seed: int, path: str | Path | Sequence[str | Path] | None = None,
                     hub_fallback: bool = False) -> pd.DataFrame:
-    """A benchmark's items: drawn for a procedural stand-in; for a real benchmark read from `path`, or — when the
-    file is absent and `hub_fallback` is set — from the Hugging Face hub by the registry's dataset name."""
+    """A benchmark's items: drawn for a procedural stand-in; for a real benchmark read from `path` (one file or the
+    several that make the benchmark), or — when none is there and `hub_fallback` is set — from the Hugging Face hub
+    by the registry's dataset name."""
     benchmark = get_benchmark(name)
     if benchmark.procedural:
         return build_procedural_benchmark(benchmark, n_items, seed)
-    if path is not None and (Path(path).exists() or not hub_fallback):
+    if path is not None and (any(Path(p).exists() for p in benchmark_paths(path)) or not hub_fallback):
         return load_benchmark_file(benchmark, path)
     if hub_fallback:
         return load_hub_items(benchmark)
     raise FileNotFoundError(f"benchmark {name!r} is a real benchmark: set benchmarks.files.{name} in the config "
-                            "to its local JSONL or parquet file, or benchmarks.hub_fallback: true to load it from "
+                            "to its local file(s), or benchmarks.hub_fallback: true to load it from "
                             "the Hugging Face hub")

@@ -3,7 +3,8 @@
 Every row read from a file is either kept or quarantined with a reason code (`REASONS`), so for each file
 rows_in = rows_kept + rows_quarantined. Quarantined rows go to a JSONL file beside the rule's outputs, with the file, the
 1-based line (JSONL) or row (parquet) number, the reason, a detail and the row (as built from the file, its other
-columns in metadata; an unreadable line as its text). The quarantine file is not a declared output: Snakemake deletes a failed job's outputs, and the rows must survive the failure they caused. A file
+columns in metadata; an unreadable line as its text). The quarantine file is not a declared output: Snakemake deletes a
+failed job's outputs, and the rows must survive the failure they caused. A file
 whose quarantined share exceeds the configured fraction, or that keeps no row at all, fails the job naming the file,
 the counts per reason, the threshold's config key and the quarantine file.
 """
@@ -24,7 +25,7 @@ import pyarrow
 import pyarrow.parquet
 
 from dataflex_rl.atomic import write_text
-from dataflex_rl.benchmarks.loaders import UNREADABLE_ROWS
+from dataflex_rl.benchmarks.loaders import UNREADABLE_ROWS, benchmark_paths
 from dataflex_rl.formats import FORMATS
 from dataflex_rl.items import DOMAINS, item_metadata, wrong_type
 
@@ -110,6 +111,7 @@ class FileReport:
 
 
 _JSONL = "a JSONL file (UTF-8 text, one JSON object per line)"
+_EXPECTED = {".parquet": "a parquet file", ".json": "a JSON file (UTF-8 text)", ".csv": "a CSV file (UTF-8 text)"}
 # Byte-order marks, UTF-32 before UTF-16 (whose mark begins UTF-32 little-endian's).
 _BYTE_ORDER_MARKS = ((b"\xff\xfe\x00\x00", "UTF-32 text"), (b"\x00\x00\xfe\xff", "UTF-32 text"),
                      (b"\xff\xfe", "UTF-16 text"), (b"\xfe\xff", "UTF-16 text"))
@@ -128,7 +130,7 @@ def _described(head: bytes) -> str:
 def file_problem(path: Path) -> str | None:
     """Why `path` cannot be read as the data file its suffix promises, or None: one line of the validation report
     (what was expected, what was found, the fix) instead of a reader's traceback."""
-    expected = "a parquet file" if path.suffix == ".parquet" else _JSONL
+    expected = _EXPECTED.get(path.suffix, _JSONL)
     if path.is_dir():
         return f"expected {expected}, found a directory; give the path of the file itself"
     if not path.is_file():
@@ -344,23 +346,28 @@ def _identical_golds(name: str, rows: list[dict]) -> str | None:
     return None
 
 
-def validated_benchmark_items(load: Callable[[str | None], pd.DataFrame], name: str, path: str | None,
-                              settings: ValidationSettings, quarantine: str | None) -> tuple[pd.DataFrame, dict]:
-    """Benchmark items as `load(path)` returns them, less quarantined rows; and the audit. A file that cannot be read
-    at all fails first; unreadable JSONL lines are quarantined before the loader sees the file (by line number); the
-    rows the loader could not read (a field of the wrong type) and the loaded rows that fail a check or repeat an
-    earlier question are then quarantined by id (a loader may filter or reorder the file's lines, so a loaded row has
-    no line number). Repeated questions are kept, and counted in the audit, under `allow_duplicates`; identical gold
-    answers throughout are a warning, in the audit and the log."""
-    report = FileReport(path or name)
-    if path is not None and Path(path).exists():
-        report.unreadable = file_problem(Path(path))
-        if report.unreadable:
-            settle([report], settings, quarantine)
-    with screened_jsonl(path, report) as readable:
+def validated_benchmark_items(load: Callable[[str | list[str] | None], pd.DataFrame], name: str,
+                              path: str | list[str] | None, settings: ValidationSettings,
+                              quarantine: str | None) -> tuple[pd.DataFrame, dict]:
+    """Benchmark items as `load(path)` returns them, less quarantined rows; and the audit. `path` is the benchmark's
+    file, or the list of files that make it. A file that cannot be read at all fails first; unreadable JSONL lines are
+    quarantined before the loader sees the file (by line number); the rows the loader could not read (a field of the
+    wrong type) and the loaded rows that fail a check or repeat an earlier question are then quarantined by id (a
+    loader may filter or reorder the file's lines, so a loaded row has no line number). Repeated questions are kept,
+    and counted in the audit, under `allow_duplicates`; identical gold answers throughout are a warning, in the audit
+    and the log."""
+    paths = benchmark_paths(path) if path is not None else []
+    report = FileReport(", ".join(paths) or name)
+    problems = [f"{file}: {problem}" if len(paths) > 1 else problem
+                for file in paths if Path(file).exists() and (problem := file_problem(Path(file)))]
+    if problems:
+        report.unreadable = "; ".join(problems)
+        settle([report], settings, quarantine)
+    with contextlib.ExitStack() as stack:
+        readable = [stack.enter_context(screened_jsonl(file, report)) for file in paths]
         if report.quarantined and len(report.quarantined) == report.rows_in:
             settle([report], settings, quarantine)  # every line unreadable: fails before the loader sees no rows
-        items = load(readable)
+        items = load(None if path is None else readable[0] if isinstance(path, str) else readable)
     for row in items.attrs.pop(UNREADABLE_ROWS, []):
         report.quarantine(None, row["reason"], f"source row {row['source_index']}: {row['detail']}", row["row"])
     report.rows_in = len(report.quarantined) + len(items)

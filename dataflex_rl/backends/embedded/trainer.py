@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import glob
+import os
 import sys
 import time
 from pathlib import Path
@@ -31,14 +32,22 @@ from dataflex_rl.backends.embedded.generation import decode, response_texts
 from dataflex_rl.backends.embedded.model import load_model
 from dataflex_rl.backends.embedded.sequences import encode_prompts, response_logprobs
 from dataflex_rl.policy_driver import PolicyDriver
+from dataflex_rl.regimes.noisy_rewards import noisy_reward, noisy_reward_p
 from dataflex_rl.methods import MethodSpec
 from dataflex_rl.tasks.prompting import render_prompt
 from dataflex_rl.verify.verifiers import reward
 
 
-def _rewards(responses: list[str], items: list[dict], rollouts: int) -> torch.Tensor:
-    """[G, K] binary rewards: response r belongs to prompt r // K."""
-    values = [reward(response, items[index // rollouts]) for index, response in enumerate(responses)]
+def _rewards(responses: list[str], items: list[dict], noise_p: list[float | None], rollouts: int, seed: int,
+             step: int) -> torch.Tensor:
+    """[G, K] binary rewards: response r belongs to prompt r // K. A prompt the noisy_rewards regime marked (its
+    `noise_p` is not None) gets Bernoulli(p) rewards unrelated to the response, drawn per (seed, prompt, step,
+    rollout), so a resumed run draws the same ones; every other prompt gets its verifier's verdict."""
+    values = []
+    for index, response in enumerate(responses):
+        item, p = items[index // rollouts], noise_p[index // rollouts]
+        values.append(reward(response, item) if p is None
+                      else noisy_reward(seed, item["id"], step, index % rollouts, p))
     return torch.tensor(values, dtype=torch.float32).view(-1, rollouts)
 
 
@@ -63,6 +72,7 @@ class EmbeddedGRPOTrainer:
         self.model, self.tokenizer = load_model(base_dir)
         self.reference = copy.deepcopy(self.model).requires_grad_(False)
         self.items = corpus.to_dict("records")
+        self.noise_p = [noisy_reward_p(item) for item in self.items]
         self.prompt_tokens = encode_prompts(tokenizer=self.tokenizer,
                                             prompts=[render_prompt(i["prompt"], template, self.tokenizer)
                                                      for i in self.items])
@@ -102,10 +112,9 @@ class EmbeddedGRPOTrainer:
         with atomic_path(path) as tmp, open(tmp, "wb") as handle:
             torch.save(obj, self.fault.writer(handle, fault_point, self.step))
 
-    def load_checkpoint(self, path: Path) -> None:
-        """Resume from `path`; the caller keys the state folder by the run's settings and inputs
+    def _restore(self, state: dict) -> None:
+        """Resume from a loaded checkpoint; the caller keys the state folder by the run's settings and inputs
         (dataflex_rl.jobs.training_state), so a checkpoint found there belongs to this configuration."""
-        state = torch.load(path, weights_only=False)
         self.model.load_state_dict(state["model"])
         self.optimiser.load_state_dict(state["optimiser"])
         self._load_draw_state(state)
@@ -122,7 +131,8 @@ class EmbeddedGRPOTrainer:
         rollout = decode(self.model, [self.prompt_tokens[r] for r in rows], max_new_tokens=s.max_new_tokens,
                          eos_id=self.tokenizer.eos_token_id, pad_id=self.tokenizer.pad_token_id, repeats=s.rollouts,
                          generator=self.generator, temperature=s.temperature)
-        rewards = _rewards(response_texts(self.tokenizer, rollout), items, s.rollouts)
+        rewards = _rewards(response_texts(self.tokenizer, rollout), items, [self.noise_p[r] for r in rows],
+                           s.rollouts, self.seed, self.step)
         groups, rollouts = rewards.shape
         shape = (groups, rollouts, -1)
         token_mask = rollout.response_mask.float().view(shape)
@@ -188,9 +198,11 @@ class EmbeddedGRPOTrainer:
         """Run (or resume) to `settings.steps`; returns the per-step metrics."""
         checkpoint = Path(state_dir) / "checkpoint.pt"
         remove_partial_writes(checkpoint.parent, glob.escape(checkpoint.name))
-        if checkpoint.exists():
-            self.load_checkpoint(checkpoint)
-            print(f"resuming from step {self.step} of {checkpoint}", file=sys.stderr)
+        start = self._resume_point(Path(state_dir), checkpoint)
+        if start is not None:
+            path, state = start
+            self._restore(state)
+            print(f"resuming from step {self.step} of {path}", file=sys.stderr)
         bar = tqdm(total=self.settings.steps, initial=self.step, desc=f"GRPO {self.method.name} seed {self.seed}",
                    disable=not progress, mininterval=5)
         while self.step < self.settings.steps:
@@ -209,7 +221,31 @@ class EmbeddedGRPOTrainer:
                 self.save_checkpoint(checkpoint)
                 self.fault.reached("after_checkpoint", self.step)
         bar.close()
+        self._keep_budget(Path(state_dir), checkpoint)
         return pd.DataFrame(self.metrics)
+
+    # --- step budgets: every budget of a training line shares its state folder -----------------------------------
+    def _resume_point(self, state_dir: Path, checkpoint: Path) -> tuple[Path, dict] | None:
+        """The checkpoint to resume from, loaded: the latest one, unless a longer budget of this line has already
+        taken it past `settings.steps` (a shorter run rebuilt after a longer one); then the kept end of the longest
+        budget within reach (`_keep_budget`), or none: the run starts afresh."""
+        if checkpoint.exists():
+            state = torch.load(checkpoint, weights_only=False)
+            if int(state["step"]) <= self.settings.steps:
+                return checkpoint, state
+        budgets = {int(path.stem.removeprefix("budget")): path for path in state_dir.glob("budget*.pt")}
+        within = [steps for steps in budgets if steps <= self.settings.steps]
+        if not within:
+            return None
+        kept = budgets[max(within)]
+        return kept, torch.load(kept, weights_only=False)
+
+    def _keep_budget(self, state_dir: Path, checkpoint: Path) -> None:
+        """Keep the state at the end of this budget (a hard link: no copy until the latest checkpoint moves on), so
+        that a rerun of this budget after a longer one has continued the line needs no retraining."""
+        kept = state_dir / f"budget{self.settings.steps}.pt"
+        if checkpoint.exists() and not kept.exists():
+            os.link(checkpoint, kept)
 
 
 def train_run(base_dir, corpus_path, method: MethodSpec, seed: int, settings: GRPOSettings, template: str,

@@ -1,0 +1,40 @@
+# A data regime's training corpus (dataflex_rl/regimes, docs/regimes.md): the clean corpus through the regime's seeded
+# transform, with a per-prompt record of what the transform did and an audit of its counts. One per (regime, model) a
+# run trains on; a transform that reads the untrained base's solve rates (low_utility) waits for them.
+rule regime_corpus:
+    input:
+        corpus=layout.CORPUS_CLEAN,
+        solve_rates=lambda wc: ([layout.solve_rates(wc.model)] if STUDY.regimes[wc.regime].needs_solve_rates else []),
+    output:
+        corpus=layout.regime_corpus("{regime}", "{model}"),
+        record=layout.regime_record("{regime}", "{model}"),
+        audit=layout.regime_audit("{regime}", "{model}"),
+    log:
+        "logs/corpus/regimes/{regime}/{model}.log",
+    conda:
+        "../envs/cpu.yaml"
+    params:
+        settings=lambda wc: STUDY.regime_slice(wc.regime, wc.model),
+        job=lambda wc: STUDY.regime_job(wc.regime),
+    script:
+        "../workflow_scripts/regime_corpus.py"
+
+
+# The untrained base's solve rate per clean-corpus prompt, K samples at the training temperature: what the low_utility
+# regime picks its easy prompts by (measured, not assumed).
+rule solve_rates:
+    input:
+        corpus=layout.CORPUS_CLEAN,
+        base=base_model_input,
+    output:
+        layout.solve_rates("{model}"),
+    log:
+        "logs/corpus/solve_rates/{model}.log",
+    conda:
+        backend_env
+    threads: STUDY.threads
+    params:
+        settings=lambda wc: STUDY.solve_rates_slice(wc.model),
+        job=lambda wc: STUDY.solve_rates_job(wc.model),
+    script:
+        "../workflow_scripts/solve_rates.py"

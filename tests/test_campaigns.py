@@ -1,0 +1,145 @@
+"""Campaigns: the study design as configs. The released design's campaigns plan exactly the authors' 171 runs; the
+embedded overlay plans its cells; a longer step budget waits for, and continues, the shorter one; records name the
+study cell of each run the way the released records do."""
+import json
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from snakemake.utils import update_config
+
+from dataflex_rl import layout
+from dataflex_rl.study import Run, Study
+
+REPO = Path(__file__).resolve().parents[1]
+RELEASED = Path(__file__).resolve().parents[2] / "shared/data/dataflex-rl-records/all_runs_171.csv"
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
+
+
+def config_of(*files: str) -> dict:
+    """The config Snakemake makes of several --configfile files: each merged key by key over the ones before."""
+    config: dict = {}
+    for name in files:
+        update_config(config, yaml.safe_load((REPO / name).read_text()))
+    return config
+
+
+def dry_run(*args: str) -> str:
+    result = subprocess.run([*SNAKEMAKE, "-n", *args], cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout + result.stderr
+
+
+def train_jobs(output: str) -> dict[str, list[str]]:
+    """{the train job's run directory: its inputs} from a dry run's job list."""
+    jobs = {}
+    for block in output.split("\nrule train:\n")[1:]:
+        inputs = re.search(r"^\s+input: (.*)$", block, re.MULTILINE)[1].split(", ")
+        model_dir = re.search(r"^\s+output: (\S+)/model,", block, re.MULTILINE)[1]
+        jobs[model_dir] = inputs
+    return jobs
+
+
+def released_cells() -> Counter:
+    runs = pd.read_csv(RELEASED, keep_default_na=False)
+    return Counter((r.campaign, r.model, r.method, int(r.seed), int(r.steps), r.regime or None)
+                   for r in runs.itertuples())
+
+
+@pytest.mark.skipif(not RELEASED.is_file(), reason="the released records are not beside the repository")
+def test_the_released_design_plans_exactly_the_authors_171_runs():
+    config_files = ("config/paper.yaml", "config/campaigns/released.yaml")
+    study = Study.from_config(config_of(*config_files))
+    planned = Counter((cell.campaign, run.model, run.method, run.seed, run.steps, run.regime)
+                      for cell in study.cells() for run in cell.runs)
+    assert planned == released_cells() and sum(planned.values()) == 171
+
+    jobs = train_jobs(dry_run("--profile", "profiles/slurm", "--configfile", *config_files))
+    expected = {layout.run_dir(model, Run(model, method, seed, regime, steps).name)
+                for _, model, method, seed, steps, regime in released_cells()}
+    assert set(jobs) == expected  # the real DAG trains each released run once: none missing, none extra
+    for run_dir, inputs in jobs.items():  # the 1,000-step runs wait for the main campaign's 300-step runs
+        shorter = run_dir.replace("/steps1000", "/steps300") + "/provenance.json"
+        assert (shorter in inputs) == run_dir.endswith("/steps1000"), run_dir
+
+
+def test_the_embedded_overlay_plans_its_cells_and_chains_step_budgets():
+    config_files = ("config/config.yaml", "config/campaigns/embedded.yaml")
+    output = dry_run("--configfile", *config_files)
+    jobs = train_jobs(output)
+    assert len(jobs) == 12 + 6 + 6 + 6  # main, scale curve, constrained (label noise), long training
+    study = Study.from_config(config_of(*config_files))
+    assert [cell.name for cell in study.cells()] == [
+        "tiny-qwen2@main", "tiny-qwen2-small@scale_curve", "tiny-qwen2@constrained:noise20_20pct_label_noise",
+        "tiny-qwen2@long_training"]
+    long_run = layout.run_dir("tiny-qwen2", Run("tiny-qwen2", "difffilter", 2, None, 160).name)
+    assert layout.train_provenance("tiny-qwen2", Run("tiny-qwen2", "difffilter", 2, None, 80).name) in jobs[long_run]
+    noisy = layout.run_dir("tiny-qwen2", Run("tiny-qwen2", "baseline", 1, "noise20_20pct_label_noise", 80).name)
+    assert layout.regime_corpus("noise20_20pct_label_noise", "tiny-qwen2") in jobs[noisy]
+    assert "campaign long_training: 1 model(s) × 1 regime(s) × 1 step budget(s) × 2 method(s) × 3 seed(s) = 6 " \
+           "training runs" in output
+    assert "30 distinct training runs in 4 study cells" in output
+
+
+def test_a_run_and_its_step_budgets_share_one_training_line():
+    short, long = Run("m", "topk", 3, None, 300), Run("m", "topk", 3, None, 1000)
+    assert short.name == "full/topk/seed3/steps300" and layout.parse_run(long.name) == ("topk", 3, None, 1000)
+    assert layout.train_state("m", short.name) == layout.train_state("m", long.name) == "results/runs/m/full/topk/" \
+                                                                                          "seed3/state"
+    noisy = Run("m", "topk", 3, "noise20", 300)
+    assert layout.train_state("m", noisy.name) != layout.train_state("m", short.name)
+    assert layout.parse_run(noisy.name).regime == "noise20"
+
+
+def test_a_config_without_campaigns_is_one_cell_per_model_named_after_it():
+    study = Study.from_config(yaml.safe_load((REPO / "config/config.yaml").read_text()))
+    (cell,) = study.cells()
+    assert cell.name == "tiny-qwen2" and cell.extras == {} and len(cell.runs) == 12
+    assert {run.steps for run in study.runs} == {80} and {run.regime for run in study.runs} == {None}
+
+
+@pytest.mark.slow
+def test_the_campaign_path_runs_end_to_end_on_the_smoke_study(tmp_path):
+    """The embedded overlay in smoke form (3 vs 6 steps, the smoke model's shape for the second model): every campaign
+    rule runs, the 6-step runs continue the 3-step checkpoints, and the long-training and constrained-data tables
+    have rows from the study's own records."""
+    overlay = yaml.safe_load((REPO / "config/campaigns/embedded.yaml").read_text())
+    overlay["study"] = "smoke-campaigns"
+    smoke = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
+    overlay["models"]["tiny-qwen2-small"] = {**smoke["models"]["tiny-qwen2"],
+                                             "shape": {**smoke["models"]["tiny-qwen2"]["shape"], "hidden_size": 16}}
+    overlay["campaigns"]["long_training"]["steps"] = [6]
+    (tmp_path / "overlay.yaml").write_text(yaml.safe_dump(overlay))
+    result = subprocess.run([*SNAKEMAKE, "--cores", "2", "--configfile", str(REPO / "config/smoke.yaml"),
+                             str(tmp_path / "overlay.yaml"), "--directory", str(tmp_path)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-4000:]
+
+    long_run = Run("tiny-qwen2", "difffilter", 2, None, 6).name
+    assert "resuming from step 3 of" in (tmp_path / f"logs/train/tiny-qwen2/{long_run}.log").read_text()
+    short_run = Run("tiny-qwen2", "difffilter", 2, None, 3).name
+    assert len(pd.read_parquet(tmp_path / layout.metrics("tiny-qwen2", short_run))) == 3  # kept as its own artefact
+    assert len(pd.read_parquet(tmp_path / layout.metrics("tiny-qwen2", long_run))) == 6
+
+    noise = "noise20_20pct_label_noise"
+    audit = json.loads((tmp_path / layout.regime_audit(noise, "tiny-qwen2")).read_text())
+    corpus = pd.read_parquet(tmp_path / layout.CORPUS_CLEAN)
+    assert audit["rows_in"] == len(corpus) and audit["changed"] == int(0.2 * len(corpus) + 0.5)
+
+    records = pd.read_parquet(tmp_path / layout.RECORDS)
+    assert set(records["campaign"].dropna()) == {"main", "scale_curve", "constrained", "long_training"}
+    assert set(records.loc[records["regime"].notna(), "model"]) == {f"tiny-qwen2@constrained:{noise}"}
+    tables = tmp_path / "results/tables/smoke-campaigns"
+    long_training = pd.read_csv(tables / "long_training.csv")
+    constrained = pd.read_csv(tables / "constrained_data.csv")
+    assert set(long_training["method"]) == {"difffilter"} and set(constrained["method"]) == {"difffilter"}
+    cross = pd.read_csv(tables / "cross_model.csv")
+    assert "tiny-qwen2-small@scale_curve" in set(cross["model"])
+    curve = pd.read_csv(tables / "scale_curve.csv")  # difffilter, at full data and the fewest steps of each model
+    assert curve["method"].tolist() == ["difffilter"]
+    assert set(curve.columns) == {"method", "control", "tiny-qwen2@main", "tiny-qwen2-small@scale_curve"}

@@ -1,0 +1,11 @@
+from dataflex_rl.jobs import measure_base_solve_rates
+from dataflex_rl.job_log import job_log
+
+with job_log(snakemake.log[0]):
+    measure_base_solve_rates(
+        snakemake.params.job,
+        base=snakemake.input.base or None,
+        corpus=snakemake.input.corpus,
+        out=snakemake.output[0],
+        threads=snakemake.threads,
+    )
