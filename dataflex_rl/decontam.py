@@ -29,6 +29,7 @@ import os
 import re
 import unicodedata
 from collections import Counter
+from difflib import SequenceMatcher
 from typing import Sequence
 
 import pandas as pd
@@ -48,6 +49,8 @@ _THOUSANDS_COMMA = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 # Every other non-word character becomes a space, except a decimal point between digits ("3.5" is not "35").
 _OTHER_PUNCT = re.compile(r"(?!(?<=\d)\.(?=\d))[^\w\s+\-*/=<>^%×÷]|_")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
+# A quoted text is content, like a number: "the letter r in 'free the witness'" is another problem than in 'more do you'.
+_QUOTED = re.compile(r'"([^"\n]+)"|\u201c([^\u201d\n]+)\u201d')
 _OPERATOR_WORD = re.compile(r"^[+\-*/=<>^%×÷]$")
 # The two one-letter English words; any other single letter in a problem is a symbol (a variable, the letter counted).
 _WORDS_OF_ONE_LETTER = {"a", "i"}
@@ -57,20 +60,36 @@ def normalize_text(text: str) -> str:
     """Canonical form under which trivially edited copies compare equal.
 
     NFKC + casefold; option labels stripped and each run of option lines sorted in place, so that reordered or
-    relabelled choices give the same text and an instruction after the options stays after them; apostrophes deleted ("don't" = "dont"); other punctuation dropped except arithmetic
-    operators (a "-" counts as minus only beside a number) and decimal points; whitespace collapsed.
+    relabelled choices give the same text and an instruction after the options stays after them; then _clean.
+    """
+    return _normal_forms(text)[0]
+
+
+def _normal_forms(text: str) -> tuple[str, str]:
+    """(normalize_text's form, the same with option lines left as they are: labels and order).
+
+    The exact test compares the first. The containment test reads the second: a wrapper's text glued to the last
+    option ("D) 2400 Put your answer in a box") would move that option, and the item's n-grams with it, when sorted,
+    and a line that a re-spaced copy happens to start with "g: 1 - 4*g" would lose its variable to label stripping.
     """
     text = unicodedata.normalize("NFKC", text).casefold().replace("\u2212", "-")
-    lines, options = [], []
+    lines, options, labelled = [], [], False
     for line in text.splitlines():
         label = _OPTION_LABEL.match(line)
         if label:
             options.append(line[label.end():].strip())
+            labelled = True
         elif line.strip() or not options:  # a blank line inside a run of options does not end it
             lines += sorted(options) + [line]
             options = []
-    text = "\n".join(lines + sorted(options))
-    text = text.replace("'", "").replace("\u2019", "")
+    exact = _clean("\n".join(lines + sorted(options)))
+    return exact, (_clean(text) if labelled else exact)
+
+
+def _clean(text: str) -> str:
+    """Apostrophes deleted ("don't" = "dont"); other punctuation dropped except arithmetic operators (a "-" counts as
+    minus only beside a number, whatever whitespace lies between) and decimal points; whitespace collapsed."""
+    text = " ".join(text.replace("'", "").replace("\u2019", "").split())  # lines no longer matter here
     text = _DASH.sub(" ", text)
     text = _THOUSANDS_COMMA.sub("", text)
     text = _OPERATOR.sub(r" \1 ", text)
@@ -113,15 +132,16 @@ class _ItemIndex:
 
     def __init__(self, prompts: Sequence[str], threshold: float):
         self.threshold = threshold
-        norms = [normalize_text(str(p)) for p in prompts]
-        self.grams = [_grams(t) for t in norms]
-        self.positions = [_first_positions(t) for t in norms]  # n-gram -> its first position in the item
-        self.symbols = [_symbols(t.split()) for t in norms]
-        self.lengths = [len(t.split()) for t in norms]
+        forms = [_normal_forms(str(p)) for p in prompts]
+        self.words = [reading.split() for _, reading in forms]
+        self.grams = [_grams(reading) for _, reading in forms]
+        self.positions = [_first_positions(reading) for _, reading in forms]  # n-gram -> its first position
+        self.symbols = [_symbols(words) for words in self.words]
+        self.quoted = [[f" {normalize_text(a or b)} " for a, b in _QUOTED.findall(str(p))] for p in prompts]
         self.exact: dict[bytes, int] = {}
-        for j, norm in enumerate(norms):
-            if norm:  # an empty prompt carries no content to leak
-                self.exact.setdefault(_digest(norm), j)
+        for j, (exact, _) in enumerate(forms):
+            if exact:  # an empty prompt carries no content to leak
+                self.exact.setdefault(_digest(exact), j)
         frequency = Counter(g for grams in self.grams for g in grams)
         self.postings: dict[str, list[int]] = {}
         for j, grams in enumerate(self.grams):
@@ -133,22 +153,24 @@ class _ItemIndex:
     def _needed(self, j: int) -> int:
         """n-grams item j must share: the threshold's share, or, for an item so short that one dropped or changed
         word (which removes up to NGRAM of its n-grams) would take it below the threshold, all but one word's; never
-        fewer than two (all, for an item of one n-gram), so that a lone "6 + 5" in another problem is no match."""
+        fewer than two (all, for an item of one n-gram) for an item of words only, so that a stock phrase in another
+        text is no match; an item with symbols may match on one, since the symbols where it sits must then match too
+        ("6 + 5." is "Calculate 6 + 5." with a word dropped, and "6 + 5 * x" is another problem)."""
         size = len(self.grams[j])
-        return min(math.ceil(self.threshold * size), max(size - NGRAM, min(size, 2)))
+        return min(math.ceil(self.threshold * size), max(size - NGRAM, 1 if self.symbols[j] else min(size, 2)))
 
     def match(self, prompt: str) -> tuple[int, str, float, float] | None:
         """(item, kind, containment, jaccard) of the item the prompt holds, or None. Kinds: "exact" (the normalised
         texts are equal), "contained" (every n-gram of the item is in a longer prompt: a wrapped copy), "near"
         (containment in [threshold, 1): an edited copy). Among several, the highest containment, ties to the earlier
         item."""
-        norm = normalize_text(prompt)
-        if not norm:
+        exact, reading = _normal_forms(prompt)
+        if not exact:
             return None
-        j = self.exact.get(_digest(norm))
+        j = self.exact.get(_digest(exact))
         if j is not None:
             return j, "exact", 1.0, 1.0
-        words = norm.split()
+        words = reading.split()
         sequence = list(map(" ".join, zip(*(words[i:] for i in range(NGRAM)))))
         grams = frozenset(sequence)
         best = None
@@ -156,12 +178,32 @@ class _ItemIndex:
             if len(grams & self.grams[j]) < self._needed(j):
                 continue
             shared, start, stop = self._aligned(words, sequence, j)
-            if shared >= self._needed(j) and self.symbols[j] == _symbols(words[start:stop]):
+            if shared >= self._needed(j) and self._same_problem(j, words[start:stop]):
                 containment = shared / len(self.grams[j])
                 if best is None or containment > best[2]:
                     jaccard = len(grams & self.grams[j]) / len(grams | self.grams[j])
                     best = (j, "contained" if containment == 1 else "near", containment, jaccard)
         return best
+
+    def _same_problem(self, j: int, span: list[str]) -> bool:
+        """Whether the prompt's words where item j sits pose item j's problem, not a template sibling's: the same
+        numbers, operators and one-letter symbols in order, every quoted text of the item, and no word standing for
+        two of the item's words. A consistent renaming (Susan -> Barbara throughout) is the same problem; a copy in
+        which one person's name takes another's place ("What is Barbara to Joseph?" -> "... to Kai?", where Kai is
+        already in the item) asks about someone else, and so does another problem."""
+        if self.symbols[j] != _symbols(span):
+            return False
+        text = f" {' '.join(span)} "
+        if not all(quoted in text for quoted in self.quoted[j]):
+            return False
+        stands_for: dict[str, str] = {}
+        item = self.words[j]
+        for tag, i1, i2, p1, p2 in SequenceMatcher(None, item, span, autojunk=False).get_opcodes():
+            if tag in ("equal", "replace") and i2 - i1 == p2 - p1:
+                for original, copy in zip(item[i1:i2], span[p1:p2]):
+                    if stands_for.setdefault(copy, original) != original:
+                        return False
+        return True
 
     def _aligned(self, words: list[str], sequence: list[str], j: int) -> tuple[int, int, int]:
         """Where item j sits in the prompt: (distinct n-grams of the item held there, first word, end word).
@@ -178,15 +220,15 @@ class _ItemIndex:
         mode = max(offsets, key=lambda d: (offsets[d - 1] + offsets[d] + offsets[d + 1], -d))
         near = [(p, q) for p, q in pairs if abs(p - q - mode) <= 1]
         (p_first, q_first), (p_last, q_last) = min(near), max(near)
-        start, stop = max(p_first - q_first, 0), min(p_last - q_last + self.lengths[j], len(words))
-        while start > 1 and _OPERATOR_WORD.match(words[start - 1]) and _NUMBER.fullmatch(words[start - 2]):
+        start, stop = max(p_first - q_first, 0), min(p_last - q_last + len(self.words[j]), len(words))
+        while start > 1 and _OPERATOR_WORD.match(words[start - 1]) and _symbols(words[start - 2: start - 1]):
             start -= 2
-        while stop + 1 < len(words) and _OPERATOR_WORD.match(words[stop]) and _NUMBER.fullmatch(words[stop + 1]):
+        while stop + 1 < len(words) and _OPERATOR_WORD.match(words[stop]) and _symbols(words[stop + 1: stop + 2]):
             stop += 2
         return len({q for _, q in near}), start, stop
 
 
-def decontaminate(corpus: pd.DataFrame, benchmarks: pd.DataFrame, threshold: float = 0.5) -> tuple[pd.DataFrame, dict]:
+def decontaminate(corpus: pd.DataFrame, benchmarks: pd.DataFrame, threshold: float = 0.8) -> tuple[pd.DataFrame, dict]:
     """Drop corpus rows whose prompt contains a benchmark prompt; return (kept rows, JSON-serialisable audit).
 
     The kept rows keep the corpus's order and columns. Each flagged row is attributed to one benchmark item (see

@@ -2,8 +2,8 @@
 
 Each edit kind turns an item into a training prompt that still holds it: wrapped in an instruction template, prefixed
 "Question:", followed by an answer-format or a chain-of-thought instruction, re-cased, re-spaced, punctuation spaced
-out, one word dropped, one word changed. A dropped or changed word is a word of letters only: a changed number makes a
-different problem (a template sibling), which must stay in the corpus.
+out, one word dropped, one word changed. A dropped or changed word is a word of letters outside quotes: a changed number
+or quoted text makes a different problem (a template sibling), which must stay in the corpus.
 """
 from __future__ import annotations
 
@@ -58,7 +58,11 @@ _SENTENCE_PUNCT = re.compile(r"([.,;:?!])(?=\s|$)")
 
 
 def _editable(words: list[str]) -> list[int]:
-    return [k for k, word in enumerate(words) if _WORD.match(word)]
+    """Words of letters outside quotes: a quoted text is content, like a number (the text whose letters are counted)."""
+    quotes = [0]
+    for word in words:
+        quotes.append(quotes[-1] + sum(word.count(q) for q in '"\u201c\u201d'))
+    return [k for k, word in enumerate(words) if _WORD.match(word) and quotes[k] % 2 == 0]
 
 
 def _respaced(item: str, rng: random.Random) -> str:
@@ -129,11 +133,11 @@ def _numbers(prompt: str) -> tuple[str, ...]:
 
 
 def siblings(items: pd.DataFrame, n_per_source: int, seed: int = 7) -> pd.DataFrame:
-    """Training items of the numeric generators whose number multiset differs from every item's of the same
-    generator: the same templates, other problems."""
+    """Training items of the numeric generators whose number multiset differs from every item's: the same templates,
+    other problems. (Against every generator's items: chain_sum's "1 + 5 =" is basic_arithmetic's "Calculate 1 + 5.")"""
+    taken = {_numbers(p) for p in items["prompt"]}
     frames = []
     for name in NUMERIC_SOURCES:
-        taken = {_numbers(p) for p in items.loc[items["benchmark"] == name, "prompt"]}
         drawn = pd.DataFrame(generate_items(get_source(name), n_per_source, seed, "sibling"))
         frames.append(drawn[[_numbers(p) not in taken for p in drawn["prompt"]]])
     return pd.concat(frames, ignore_index=True)
