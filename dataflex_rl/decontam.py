@@ -49,7 +49,7 @@ _THOUSANDS_COMMA = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 # Every other non-word character becomes a space, except a decimal point between digits ("3.5" is not "35").
 _OTHER_PUNCT = re.compile(r"(?!(?<=\d)\.(?=\d))[^\w\s+\-*/=<>^%×÷]|_")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
-# A quoted text is content, like a number: "the letter r in 'free the witness'" is another problem than in 'more do you'.
+# A quoted text is content, like a number: the letter r in "free the witness" is another problem than in "more do".
 _QUOTED = re.compile(r'"([^"\n]+)"|\u201c([^\u201d\n]+)\u201d')
 _OPERATOR_WORD = re.compile(r"^[+\-*/=<>^%×÷]$")
 # The two one-letter English words; any other single letter in a problem is a symbol (a variable, the letter counted).
