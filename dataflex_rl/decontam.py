@@ -154,8 +154,9 @@ class _ItemIndex:
         """n-grams item j must share: the threshold's share, or, for an item so short that one dropped or changed
         word (which removes up to NGRAM of its n-grams) would take it below the threshold, all but one word's; never
         fewer than two (all, for an item of one n-gram) for an item of words only, so that a stock phrase in another
-        text is no match; an item with symbols may match on one, since the symbols where it sits must then match too
-        ("6 + 5." is "Calculate 6 + 5." with a word dropped, and "6 + 5 * x" is another problem)."""
+        text is no match. An item with symbols may match on one, since the symbols where it sits must then match too
+        ("6 + 5." is "Calculate 6 + 5." with a word dropped, and "6 + 5 * x" is another problem), but only as at least
+        half of the prompt (see match): "7 - 0" inside a longer problem is a fragment of it, not a copy."""
         size = len(self.grams[j])
         return min(math.ceil(self.threshold * size), max(size - NGRAM, 1 if self.symbols[j] else min(size, 2)))
 
@@ -178,6 +179,8 @@ class _ItemIndex:
             if len(grams & self.grams[j]) < self._needed(j):
                 continue
             shared, start, stop = self._aligned(words, sequence, j)
+            if shared < 2 and 2 * len(self.words[j]) < len(words):
+                continue
             if shared >= self._needed(j) and self._same_problem(j, words[start:stop]):
                 containment = shared / len(self.grams[j])
                 if best is None or containment > best[2]:
@@ -232,7 +235,7 @@ def decontaminate(corpus: pd.DataFrame, benchmarks: pd.DataFrame, threshold: flo
     """Drop corpus rows whose prompt contains a benchmark prompt; return (kept rows, JSON-serialisable audit).
 
     The kept rows keep the corpus's order and columns. Each flagged row is attributed to one benchmark item (see
-    _ItemIndex.match), so per-benchmark counts sum to the number removed.
+    _ItemIndex.match), so per-benchmark counts sum to the number removed, and so do the per-source ones.
     """
     index = _ItemIndex(benchmarks["prompt"].tolist(), threshold)
     bench_names = benchmarks["benchmark"].tolist()
@@ -262,6 +265,9 @@ def decontaminate(corpus: pd.DataFrame, benchmarks: pd.DataFrame, threshold: flo
     ]
     keep = [i not in match for i in range(len(corpus))]
     kept = corpus.loc[keep].reset_index(drop=True)
+    removed_by_source = corpus.loc[[not k for k in keep], "source"].value_counts()
+    per_source = {str(source): {"rows": int(rows), "removed": int(removed_by_source.get(source, 0))}
+                  for source, rows in corpus["source"].value_counts(sort=False).sort_index().items()}
     audit = {
         "params": {"threshold": threshold, "ngram": NGRAM},
         "counts": {
@@ -273,6 +279,7 @@ def decontaminate(corpus: pd.DataFrame, benchmarks: pd.DataFrame, threshold: flo
             "kept": len(kept),
         },
         "per_benchmark": per_benchmark,
+        "per_source": per_source,  # where the removed rows came from: the generators, the researcher's files
         "examples": examples,
     }
     return kept, audit

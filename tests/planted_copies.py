@@ -117,12 +117,12 @@ def procedural_items(n_per_source: int, seed: int = 1000) -> pd.DataFrame:
 
 def planted(items: pd.DataFrame, kind: str, seed: int = 0) -> pd.DataFrame:
     """One copy of each item under the edit `kind` (an item the edit cannot apply to is skipped), as corpus rows whose
-    `source` names the item copied."""
+    `source` names the edit and whose `id` names the item copied."""
     rng, rows = random.Random(f"{kind}-{seed}"), []
     for item_id, prompt in zip(items["id"], items["prompt"]):
         copy = EDITS[kind](prompt, rng)
         if copy is not None and copy != prompt:
-            rows.append({"id": f"{kind}-{item_id}", "domain": "math", "source": item_id, "prompt": copy,
+            rows.append({"id": f"{kind}-{item_id}", "domain": "math", "source": kind, "prompt": copy,
                          "answer": "0", "answer_format": "int"})
     return pd.DataFrame(rows)
 

@@ -116,6 +116,7 @@ def test_audit_counts_match_planted(corpus, benchmarks):
                                "kept": 29}
     assert audit["per_benchmark"] == {"gsm8k": 3, "arithmetic": 1, "letter_counting": 1, "syllogism": 1,
                                       "mmlu_pro_physics": 2, "family": 0}
+    assert audit["per_source"] == {"test": {"rows": 37, "removed": 8}}
     mc = next(e for e in audit["examples"] if e["corpus_id"] == "copy-mc-reordered")
     assert (mc["benchmark"], mc["benchmark_id"], mc["jaccard"]) == ("mmlu_pro_physics", "phys-0", 1.0)
     json.dumps(audit)
