@@ -24,7 +24,7 @@ import time
 import pandas as pd
 
 VOCABULARY = 5000
-WRAPPER = "Below is an instruction. Solve it and answer with the final result only.\n\n{item}\n\nLet's think step by step."
+WRAPPER = "Below is an instruction. Solve it, answer with the final result only.\n\n{item}\n\nThink step by step."
 
 
 def _text(rng: random.Random) -> str:
