@@ -70,7 +70,6 @@ class CorpusSettings:
 @dataclass(frozen=True)
 class DecontaminationSettings:
     threshold: float = 0.8
-    num_perm: int = 128
 
 
 @dataclass(frozen=True)

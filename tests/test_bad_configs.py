@@ -211,6 +211,9 @@ CASES = [
     Case("duplicate seeds", _set("seeds", [1, 1]), ("seeds: [1, 1] has non-unique elements",)),
     Case("per-method seeds", _set("methods.softmax.seeds", [3]),
          ("methods.softmax.seeds: unknown key 'seeds'", "study-wide top-level `seeds`")),
+    Case("MinHash setting of the old detector", _set("decontamination", {"threshold": 0.8, "num_perm": 128}),
+         ("decontamination.num_perm: unknown key 'num_perm' (allowed here: threshold); decontamination no longer uses "
+          "MinHash",)),
     Case("per-method seed in params", _set("methods.difffilter.params.seed", 7),
          ("methods.difffilter.params.seed: 7 is only meaningful with `control: random`",)),
     Case("static weights name a domain the corpus lacks",
