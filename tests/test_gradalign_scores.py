@@ -308,6 +308,7 @@ def test_vmap_path_equals_one_backward_per_group(rollout, aggregation):
     model.train()
     loop = group_gradients(model, generated, rewards, aggregation=aggregation, method="loop")
     fast = group_gradients(model, generated, rewards, aggregation=aggregation, method="vmap", chunk=4)
+    assert model.training  # probed in eval mode, handed back in the mode it came in
     model.eval()
     # absolute tolerance 1e-5 on every entry (the largest entries are ~1e-1)
     assert (loop - fast).abs().max() <= 1e-5

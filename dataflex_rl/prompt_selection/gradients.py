@@ -145,9 +145,9 @@ def group_gradients(model, generated, rewards: Tensor, *, aggregation: str = "to
 
     `loop` runs one forward and backward per group, as the reference does; `vmap` runs torch.func's `vmap(grad)` over
     `chunk` groups at a time with eager attention (SDPA has no vmap batching rule on CPU, so it would be looped over
-    the batch inside); they agree to ~1e-7 and, on one CPU thread, run at about the same speed (vmap 1.05–1.6× the
-    loop: benchmarks/README.md). Zero-advantage groups are skipped and keep a zero row. The model's parameters, its
-    `.grad`s, its training flag and its attention kernel are left as they were.
+    the batch inside); they agree to ~1e-7 and, on one CPU thread, run at about the same speed (vmap 1.05–1.25× the
+    loop at N = 320: benchmarks/README.md). Zero-advantage groups are skipped and keep a zero row. The model's
+    parameters, its `.grad`s, its training flag and its attention kernel are left as they were.
     """
     if method not in METHODS:
         raise ValueError(f"unknown gradient method {method!r}; known: {', '.join(METHODS)}")
