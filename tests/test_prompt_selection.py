@@ -90,6 +90,7 @@ def test_resume_reproduces_the_rounds_bit_identically(workspace, tmp_path, check
     got = resumed.train(tmp_path / "resumed", progress=False)
     seconds = [c for c in expected.columns if "seconds" in c]
     pd.testing.assert_frame_equal(got.drop(columns=seconds), expected.drop(columns=seconds))
+    assert resumed.policy.selector.state_dict() == straight.policy.selector.state_dict()  # the last round's kept set
     for (name, x), (_, y) in zip(resumed.model.state_dict().items(), straight.model.state_dict().items()):
         assert torch.equal(x, y), name
 

@@ -19,10 +19,11 @@ def _aligned(round_: SelectionRound, validation, aggregation: str, projection_di
     zero = round_.zero_advantage()
     scores = alignment_scores(candidates, validation, zero, normalise_candidates=normalise)
     contributions = None
-    if projection_dim == 0:
-        unit = candidates / (candidates.norm(dim=1, keepdim=True) + 1e-5) if normalise else candidates
-        mean_unit = unit[~zero].sum(dim=0) / len(round_.plan.chunk)  # zero-advantage candidates score 0
-        contributions = module_contributions(validation / (validation.norm() + 1e-5), mean_unit,
+    if projection_dim == 0:  # the chunk's mean scored candidate (zero-advantage ones score 0), without a copy of it
+        weights = (~zero).float() / len(round_.plan.chunk)
+        if normalise:
+            weights = weights / (candidates.norm(dim=1) + 1e-5)
+        contributions = module_contributions(validation / (validation.norm() + 1e-5), weights @ candidates,
                                              round_.probe.module_slices())
     return Ranked(round_.top_rows(scores), scores, contributions)
 

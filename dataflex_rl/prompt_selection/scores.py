@@ -65,21 +65,20 @@ def alignment_scores(candidate_grads: Tensor, validation_grad: Tensor, zero_adv:
     """GradAlign's score [N]: g_v/(‖g_v‖+eps) · g_i/(‖g_i‖+eps), the cosine of candidate i with the validation gradient.
 
     `normalise_candidates=False` is the released `dot` mode: g_v is still normalised, g_i is not, so it ranks by
-    ‖g_i‖·cos. Zero-advantage candidates score exactly 0.0 without their gradient rows being read (the released
-    scorer never back-propagates them), so they rank above every negatively aligned candidate.
+    ‖g_i‖·cos. Zero-advantage candidates score exactly 0.0 whatever their rows hold (the released scorer never
+    back-propagates them), so they rank above every negatively aligned candidate.
     """
     if candidate_grads.dim() != 2 or validation_grad.shape != candidate_grads.shape[1:]:
         raise ValueError(f"candidate_grads must be [N, P] and validation_grad [P]; got "
                          f"{tuple(candidate_grads.shape)} and {tuple(validation_grad.shape)}")
     if zero_adv.shape != candidate_grads.shape[:1]:
         raise ValueError(f"zero_adv must be [N] = {candidate_grads.shape[0]}, got {tuple(zero_adv.shape)}")
-    scores = torch.zeros(candidate_grads.shape[0], dtype=torch.float32)
-    live = (~zero_adv.bool()).nonzero().squeeze(-1)
-    if live.numel():
-        rows = candidate_grads[live].float()
-        rows = _unit(rows, eps) if normalise_candidates else rows
-        scores[live] = rows @ _unit(validation_grad.float(), eps)
-    return scores
+    # g_i·u / (‖g_i‖ + eps) rather than (g_i / (‖g_i‖ + eps))·u: the same score without a normalised copy of [N, P]
+    grads = candidate_grads.float()
+    dots = grads @ _unit(validation_grad.float(), eps)
+    if normalise_candidates:
+        dots = dots / (grads.norm(dim=1) + eps)
+    return torch.where(zero_adv.bool(), torch.zeros_like(dots), dots)
 
 
 def _floats(values: Sequence[float] | Tensor, name: str) -> list[float]:
