@@ -19,7 +19,6 @@ from typing import Any, Mapping
 
 from dataflex_rl import layout
 from dataflex_rl.backends.base import get_backend
-from dataflex_rl.benchmarks.registry import get_benchmark
 from dataflex_rl.methods import MethodSpec
 from dataflex_rl.layout import FULL_DATA, UNTRAINED, parse_run, run_id, run_name, study_cell
 from dataflex_rl.policies.catalogue import CATALOGUE
@@ -142,7 +141,9 @@ class RegimeSpec:
 
     @property
     def evaluation_domain(self) -> str | None:
-        """The one domain a run of this regime is evaluated on (the unbalanced pool's target), or None: all."""
+        """The domain a prompt selection draws its validation prompts from (the unbalanced pool's target), or None:
+        any. Every cell is scored on every benchmark, so that its summaries compare with the other cells'; the
+        target domain's score is the summaries' `domain:<target>` column."""
         return self.params.get("target_domain") if self.transform == "unbalanced" else None
 
 
@@ -486,11 +487,6 @@ class Study:
                        "settings": self.score_slice(model, run, b)} for b in benchmarks]
         return artefacts
 
-    def cell_benchmarks(self, cell: Cell) -> list[str]:
-        """The benchmarks a cell is evaluated on: every one, or its regime's evaluation domain's (unbalanced)."""
-        domain = self.regimes[cell.regime].evaluation_domain if cell.regime else None
-        return [b for b in self.benchmarks.names if domain is None or get_benchmark(b).domain == domain]
-
     def random_prompt_methods(self) -> dict[str, str]:
         """Per cell with one, its first method drawing prompts at random (policy random_prompts): the reference of
         the prompt-selection composition table."""
@@ -511,7 +507,7 @@ class Study:
         cells = []
         for cell in self.cells():
             for method, seed, run in self.cell_runs(cell):
-                benchmarks = self.cell_benchmarks(cell)
+                benchmarks = list(self.benchmarks.names)
                 cells.append({"model": cell.name, "method": method, "seed": seed, "campaign": cell.campaign,
                               "run_id": run_id(cell.name, method, seed), "benchmarks": benchmarks,
                               "artefacts": self._artefacts(cell.model, run, benchmarks)})

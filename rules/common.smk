@@ -159,7 +159,7 @@ def record_sources():
         }
         for cell in STUDY.cells()
         for method, seed, run in STUDY.cell_runs(cell)
-        for bench in STUDY.cell_benchmarks(cell)
+        for bench in BENCHMARKS
     ]
 
 

@@ -167,6 +167,7 @@ def test_selection_tables_against_hand_computed_values():
     assert (row["corrupted_vs_random"], row["corrupted_vs_random_low"], row["corrupted_vs_random_high"]) == \
         pytest.approx((mean, low, high))
     assert math.isnan(table.loc[("random", "first"), "corrupted_vs_random"])  # the reference itself
+    assert table.loc[("gradalign", "1")].equals(row)  # the per-round rows: round 1 is the last
 
     # GradAlign's FLOP model with the family's defaults: (8·144·8 + 6·32·16) / (6·24·(5·5)) = 12288 / 3600
     assert flop_overhead(rounds.iloc[0], "validation_gradient") == pytest.approx(12288 / 3600)

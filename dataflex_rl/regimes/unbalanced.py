@@ -1,5 +1,6 @@
-"""`unbalanced(target_domain, share)`: the training pool holds the target domain at `share`, and validation and test
-come from the target domain only (GradAlign's unbalanced-pool scenario: the target ≈12% of the pool)."""
+"""`unbalanced(target_domain, share)`: the training pool holds the target domain at `share`; a prompt selection's
+validation prompts come from the target domain only, and its score is the test score (GradAlign's unbalanced-pool
+scenario: the target ≈12% of the pool)."""
 from __future__ import annotations
 
 from typing import Mapping
@@ -16,7 +17,7 @@ def unbalanced(corpus: pd.DataFrame, params: Mapping, rng: np.random.Generator,
     """The largest pool with the target domain at `share` (sampling.pool_at_share): the other domains stay whole
     and target rows are dropped, or, when the target domain has too few rows, every target row stays and the other
     domains are cut, keeping their shares of one another. The audit's `evaluation_domain` names the domain the
-    validation and test sets must come from."""
+    validation prompts and the test score come from."""
     is_target = corpus["domain"] == params["target_domain"]
     kept_target, kept_others = pool_at_share(corpus[is_target], corpus[~is_target], params["share"], rng)
     out, record = kept_or_dropped(corpus, kept_target.append(kept_others))

@@ -4,8 +4,8 @@ first step; docs/prompt_selection.md):
 - `selection_rounds`: one row per (cell, method, seed, round) — every round column, and the seconds the round's
   training steps took besides the selection;
 - `selection_composition`: per cell and method, the kept set's corrupted / target-domain / easy shares at the first and
-  the last round (the chunk's share is the base rate), mean over seeds, and the paired difference from the cell's
-  random-prompts method over matched seeds — the shape of the seed paper's Tables 1–2;
+  the last round (the shape of the seed paper's Tables 1–2), then at every round; the chunk's share is the base rate;
+  means over seeds, and the paired difference from the cell's random-prompts method over matched seeds;
 - `selection_overhead`: per cell and method, the measured selection time over training time (median over rounds and
   seeds) beside the FLOP model (8·M·k_r + 6·|P_v|·k_v) / (6·|S_r|·n_t), n_t = epochs × K the training rollouts per
   kept prompt per round, with the terms the method pays for.
@@ -40,19 +40,22 @@ def selection_rounds(metrics: pd.DataFrame) -> pd.DataFrame:
     return rounds[columns].reset_index(drop=True)
 
 
-def _at(rounds: pd.DataFrame, which: str) -> pd.DataFrame:
-    """Each run's first or last round."""
+def _at(rounds: pd.DataFrame, which: str | int) -> pd.DataFrame:
+    """Each run's first or last round, or round `which`."""
+    if isinstance(which, int):
+        return rounds[rounds["round"] == which]
     position = rounds.groupby(KEYS)["round"].transform("min" if which == "first" else "max")
     return rounds[rounds["round"] == position]
 
 
 def selection_composition(rounds: pd.DataFrame, random_methods: Mapping[str, str], confidence: float) -> pd.DataFrame:
-    """`random_methods`: per cell, the method drawing prompts at random (the reference of the paired differences)."""
+    """`random_methods`: per cell, the method drawing prompts at random (the reference of the paired differences).
+    Rows for the first and the last round (Tables 1–2), then for every round."""
     rows = []
-    for which in ("first", "last"):
+    for which in ("first", "last", *sorted(rounds["round"].unique().tolist())):
         picked = _at(rounds, which)
         for (cell, method), runs in picked.groupby(["model", "method"], sort=False):
-            row = {"model": cell, "method": method, "round": which, "round_index": int(runs["round"].max()),
+            row = {"model": cell, "method": method, "round": str(which), "round_index": int(runs["round"].max()),
                    "seeds": runs["seed"].nunique()}
             reference = picked[(picked["model"] == cell) & (picked["method"] == random_methods.get(cell))]
             for label in LABELS:
@@ -98,7 +101,7 @@ def selection_overhead(rounds: pd.DataFrame, signals: Mapping[str, str | None]) 
         first = runs.iloc[0]
         n_t = first["round_epochs"] * first["round_training_rollouts"]
         rows.append({
-            "model": cell, "method": method, "rounds": len(runs), "M": int(first["round_candidates"]),
+            "model": cell, "method": method, "rounds_all_seeds": len(runs), "M": int(first["round_candidates"]),
             "kept": int(first["round_kept"]), "k_r": int(first["round_rollouts_candidate"]),
             "k_v": int(first["round_rollouts_validation"]), "P_v": int(first["round_validation_size"]), "n_t": n_t,
             "measured_pct": 100 * float(measured.median()),
