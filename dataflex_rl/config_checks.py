@@ -26,6 +26,7 @@ from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.sections import filled
 from dataflex_rl.study import EvaluationSettings
 from dataflex_rl.tasks.prompting import render_prompt
+from dataflex_rl.tasks.training_fit import CAP_KEY, prompt_token_cap
 
 # Where a misplaced key belongs, for keys a study is likely to put in the wrong section.
 _KEY_HINTS = {
@@ -244,6 +245,32 @@ def training_errors(config: Mapping[str, Any]) -> list[str]:
     return []
 
 
+def _configured_prompt_cap(config: Mapping[str, Any]) -> int | None:
+    return ((config.get("data_validation") or {}).get("corpus") or {}).get("max_prompt_tokens")
+
+
+def prompt_cap_errors(config: Mapping[str, Any]) -> list[str]:
+    """A model that builds its shape must leave room for a prompt beside a response of training.max_new_tokens, and a
+    prompt at the configured cap (dataflex_rl.tasks.training_fit) with its response must fit its positions."""
+    max_new_tokens = filled(GRPOSettings, config["training"]).max_new_tokens
+    configured = _configured_prompt_cap(config)
+    errors = []
+    for model, entry in config["models"].items():
+        shape = get_backend(entry["backend"]).model_settings(entry).get("shape")
+        if shape is None:
+            continue
+        key, positions = f"models.{model}.shape.max_position_embeddings", shape["max_position_embeddings"]
+        room = positions - max_new_tokens
+        if room < 1:
+            errors.append(f"training.max_new_tokens: {max_new_tokens} ≥ {key} {positions}: a response of that length "
+                          f"leaves no position for a prompt; lower training.max_new_tokens or raise {key}")
+        elif configured is not None and configured > room:
+            errors.append(f"{CAP_KEY}: {configured} + training.max_new_tokens {max_new_tokens} > {key} {positions}: a "
+                          f"prompt at the cap and its response would run past the model's positions; set {CAP_KEY} "
+                          f"to at most {room} or raise {key}")
+    return errors
+
+
 def records_errors(config: Mapping[str, Any], workdir: Path) -> list[str]:
     path = config.get("records_file")
     if path is None:
@@ -304,7 +331,8 @@ def semantic_errors(config: Mapping[str, Any], workdir: str | Path = ".") -> lis
     `workdir` (the workflow's working directory)."""
     workdir = Path(workdir)
     return (method_errors(config) + data_errors(config, workdir) + model_errors(config, workdir)
-            + training_errors(config) + records_errors(config, workdir) + template_errors(config)
+            + training_errors(config) + prompt_cap_errors(config) + records_errors(config, workdir)
+            + template_errors(config)
             + campaign_errors(config, corpus_domains(config)))
 
 
@@ -382,7 +410,9 @@ def resource_errors(config: Mapping[str, Any], resources: Mapping[str, Mapping[s
     for model, entry in config["models"].items():
         backend = get_backend(entry["backend"])
         if "train" in resources:
-            errors += backend.train_resource_errors(f"models.{model}", entry, training, resources["train"])
+            cap = prompt_token_cap(f"models.{model}", backend.model_settings(entry), training.max_new_tokens,
+                                   _configured_prompt_cap(config))
+            errors += backend.train_resource_errors(f"models.{model}", entry, training, resources["train"], cap)
         if "score" in resources:
             errors += backend.score_resource_errors(f"models.{model}", entry, evaluation.batch_size,
                                                     evaluation.max_new_tokens, resources["score"])

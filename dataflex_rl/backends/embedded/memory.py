@@ -1,7 +1,9 @@
 """Peak resident memory of an embedded train or score job, estimated at dry-run time (torch-free) from the model
 shape, the batch and the lengths, so that a batch that cannot fit in the job's `mem_mb` is refused before it starts.
 
-Every prompt is taken at the longest the model has positions for (`max_position_embeddings`): the estimate bounds the
+Every prompt is taken at the longest a job accepts: a train job's at the prompt-token cap that its corpus is checked
+against before the first step (dataflex_rl.tasks.training_fit; default max_position_embeddings − max_new_tokens), a
+score job's at `max_position_embeddings` (benchmark prompts are not capped in tokens). The estimate thus bounds the
 worst batch a corpus can send, and the model's buffers are counted as if all were alive at once. Float32 throughout,
 as the embedded backend trains and decodes. The process itself (Python, torch, transformers, the job's modules)
 costs `PROCESS_MB`, measured. benchmarks/embedded_memory.py measures real jobs beside this estimate (its docstring
@@ -64,12 +66,13 @@ def _pass_floats(d: _Dims, prompt_rows: int, prompt_len: int, response_rows: int
     return (d.layers if for_backward else 1) * per_layer + cache + 2 * tokens * d.vocab
 
 
-def train_peak_mb(shape: ModelShape, prompts_per_step: int, rollouts: int, max_new_tokens: int) -> float:
-    """A GRPO step of the embedded trainer: the policy, the frozen reference, the gradients and AdamW's two moments
-    (5 × the parameters), the policy pass kept for backward, and beside it the reference pass and the rollouts'
-    decoding (each as large as the backward pass's transient buffers)."""
+def train_peak_mb(shape: ModelShape, prompts_per_step: int, rollouts: int, max_new_tokens: int,
+                  prompt_tokens: int) -> float:
+    """A GRPO step of the embedded trainer on prompts of up to `prompt_tokens`: the policy, the frozen reference, the
+    gradients and AdamW's two moments (5 × the parameters), the policy pass kept for backward, and beside it the
+    reference pass and the rollouts' decoding (each as large as the backward pass's transient buffers)."""
     d = _Dims.of(shape)
-    batch = (prompts_per_step, d.positions, prompts_per_step * rollouts, max_new_tokens)
+    batch = (prompts_per_step, prompt_tokens, prompts_per_step * rollouts, max_new_tokens)
     policy = _pass_floats(d, *batch, activation_floats=12 * d.hidden + 5 * d.intermediate, for_backward=True)
     no_grad = _pass_floats(d, *batch, activation_floats=2 * d.hidden + 3 * d.intermediate, for_backward=False)
     floats = 5 * parameter_count(shape) + policy + 2 * no_grad
