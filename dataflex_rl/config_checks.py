@@ -42,11 +42,52 @@ def _path(parts) -> str:
     return ".".join(str(p) for p in parts) or "(top level)"
 
 
+def _strict_validator(schema: Mapping[str, Any]):
+    """The schema's validator, except that an integer is an int: JSON Schema counts 4.0 as an integer, which then
+    reaches range(), a tensor shape or a layer size as a float and fails there with a traceback."""
+    from jsonschema.validators import extend, validator_for
+
+    base = validator_for(schema)
+    checker = base.TYPE_CHECKER.redefine("integer", lambda _, value: isinstance(value, int)
+                                         and not isinstance(value, bool))
+    return extend(base, type_checker=checker)(schema)
+
+
+def non_finite_errors(value: Any, parts: tuple = ()) -> list[str]:
+    """Every number that is not finite (YAML's .nan, .inf, -.inf), wherever it is: no setting takes one, and a
+    schema's minimum and maximum let NaN through (every comparison with it is false)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return [f"{_path(parts)}: {value} is not a finite number (YAML reads .nan and .inf as numbers); write the "
+                f"number meant"]
+    if isinstance(value, Mapping):
+        return [error for key, item in value.items() for error in non_finite_errors(item, (*parts, key))]
+    if isinstance(value, list):
+        return [error for index, item in enumerate(value) for error in non_finite_errors(item, (*parts, index))]
+    return []
+
+
+def _reads_as_number(value: Any) -> bool:
+    """Text that Python reads as a number, such as '1e-4' (YAML 1.1 reads exponent notation only with a '.')."""
+    if not isinstance(value, str):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except ValueError:
+        return False
+
+
+def _number_fix(text: str) -> str:
+    """How to write numeric text as a number: YAML 1.1 reads '1e-4' (an exponent without a '.') as text."""
+    mantissa, exponent = text.strip().lower().partition("e")[::2]
+    if not exponent:
+        return "remove the quotes"
+    return (f"YAML reads exponent notation without a decimal point as text — write "
+            f"{mantissa if '.' in mantissa else mantissa + '.0'}e{exponent}")
+
+
 def schema_errors(config: Mapping[str, Any], schema: Mapping[str, Any]) -> list[str]:
     """Every way `config` breaks `schema`, one line each: the key, the value and what it must be."""
-    from jsonschema.validators import validator_for
-
-    validator = validator_for(schema)(schema)
+    validator = _strict_validator(schema)
     name_rule = schema.get("$defs", {}).get("name")  # the study's, the models' and the methods' names
     errors = []
     for error in sorted(validator.iter_errors(config), key=lambda e: [str(p) for p in e.absolute_path]):
@@ -61,9 +102,17 @@ def schema_errors(config: Mapping[str, Any], schema: Mapping[str, Any]) -> list[
         elif error.validator == "required":
             missing = error.message.split("'")[1]
             errors.append(f"{_path([*error.absolute_path, missing])}: required key is missing; add it")
+        elif error.schema is name_rule and error.validator == "maxLength":
+            errors.append(f"{where}: the name {error.instance[:20]!r}… is {len(error.instance)} characters long; it "
+                          f"becomes a path component, so use at most {name_rule['maxLength']}")
         elif error.schema is name_rule:
             errors.append(f"{where}: the name {error.instance!r} is not allowed; it becomes a path and a wildcard "
                           f"value, so use letters, digits and '_', '.', '+', '-' (starting with a letter or digit)")
+        elif error.validator == "type" and error.validator_value == "integer" and isinstance(error.instance, float):
+            errors.append(f"{where}: {error.instance} is not an integer; write it without the decimal point")
+        elif error.validator == "type" and error.validator_value in ("number", "integer") \
+                and _reads_as_number(error.instance):
+            errors.append(f"{where}: {error.instance!r} is text, not a number; {_number_fix(error.instance)}")
         else:
             description = error.schema.get("description")
             hint = "; list each value once" if error.validator == "uniqueItems" else ""
@@ -73,7 +122,7 @@ def schema_errors(config: Mapping[str, Any], schema: Mapping[str, Any]) -> list[
 
 def config_errors(config: Mapping[str, Any], schema: Mapping[str, Any], workdir: str | Path = ".") -> list[str]:
     """Schema errors, or — for a config of the right shape — the semantic ones (which rely on that shape)."""
-    return schema_errors(config, schema) or semantic_errors(config, workdir)
+    return non_finite_errors(config) or schema_errors(config, schema) or semantic_errors(config, workdir)
 
 
 # --- methods --------------------------------------------------------------------------------------------------------
@@ -250,9 +299,13 @@ def _configured_prompt_cap(config: Mapping[str, Any]) -> int | None:
 
 
 def prompt_cap_errors(config: Mapping[str, Any]) -> list[str]:
-    """A model that builds its shape must leave room for a prompt beside a response of training.max_new_tokens, and a
-    prompt at the configured cap (dataflex_rl.tasks.training_fit) with its response must fit its positions."""
+    """A model that builds its shape must leave room for a prompt beside a response of training.max_new_tokens and an
+    answer of evaluation.max_new_tokens, and a prompt at the configured cap (dataflex_rl.tasks.training_fit) with its
+    response must fit its positions."""
     max_new_tokens = filled(GRPOSettings, config["training"]).max_new_tokens
+    budgets = (("training.max_new_tokens", max_new_tokens, "a response"),
+               ("evaluation.max_new_tokens", filled(EvaluationSettings, config.get("evaluation")).max_new_tokens,
+                "an answer"))
     configured = _configured_prompt_cap(config)
     errors = []
     for model, entry in config["models"].items():
@@ -260,11 +313,10 @@ def prompt_cap_errors(config: Mapping[str, Any]) -> list[str]:
         if shape is None:
             continue
         key, positions = f"models.{model}.shape.max_position_embeddings", shape["max_position_embeddings"]
+        errors += [f"{budget}: {tokens} ≥ {key} {positions}: {what} of that length leaves no position for a prompt; "
+                   f"lower {budget} or raise {key}" for budget, tokens, what in budgets if tokens >= positions]
         room = positions - max_new_tokens
-        if room < 1:
-            errors.append(f"training.max_new_tokens: {max_new_tokens} ≥ {key} {positions}: a response of that length "
-                          f"leaves no position for a prompt; lower training.max_new_tokens or raise {key}")
-        elif configured is not None and configured > room:
+        if configured is not None and 1 <= room < configured:
             errors.append(f"{CAP_KEY}: {configured} + training.max_new_tokens {max_new_tokens} > {key} {positions}: a "
                           f"prompt at the cap and its response would run past the model's positions; set {CAP_KEY} "
                           f"to at most {room} or raise {key}")
