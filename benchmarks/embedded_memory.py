@@ -9,9 +9,9 @@ builds a model of `shape` and runs two real GRPO steps of the embedded trainer (
 rollouts, the policy and reference passes, backward, AdamW); `score` loads the saved model with the scorer
 (`EmbeddedGenerator`) and answers one batch of `batch_size` prompts. Every prompt is digits, one token each, as long as
 the job accepts: a train job's at the default prompt-token cap (max_position_embeddings − max_new_tokens), a score
-job's at `max_position_embeddings`: the worst case the estimate bounds. The calibration (measured beside estimated) is tabled in
-docs/refusals.md. dataflex_rl/backends/embedded/memory.py holds the estimate; tests/test_resource_fit.py asserts
-measured ≤ estimate ≤ 2 × measured on the shapes there.
+job's at `max_position_embeddings`: the worst case the estimate bounds. The calibration (measured beside estimated)
+is tabled in docs/refusals.md. dataflex_rl/backends/embedded/memory.py holds the estimate;
+tests/test_resource_fit.py asserts measured ≤ estimate ≤ 2 × measured on the shapes there.
 """
 from __future__ import annotations
 
