@@ -33,6 +33,8 @@ _KEY_HINTS = {
     "seeds": "training seeds are the study-wide top-level `seeds` list, shared by every method so that each "
              "comparison is over matched seeds",
     "seed": "training seeds are the study-wide top-level `seeds` list",
+    "num_perm": "decontamination no longer uses MinHash, so remove it; `threshold` is the share of a benchmark item's "
+                "word 3-grams a training prompt must hold (docs: README, dataflex_rl/decontam.py)",
 }
 
 

@@ -68,7 +68,7 @@ def train_run(job: Mapping[str, Any], settings: Mapping[str, Any], *, base, corp
     get_backend(job["model"]["backend"]).train(
         job["model"], base=base, corpus=corpus, method=MethodSpec(**job["method"]), seed=job["seed"],
         training=training, template=job["template"], out_model=out_model, out_metrics=out_metrics,
-        state_dir=state, threads=threads, prompt_cap=prompt_cap)
+        state_dir=state, threads=threads, prompt_cap=prompt_cap, target_domain=job.get("target_domain"))
     write_provenance(out_provenance, settings, [out_model, out_metrics], inputs)
 
 

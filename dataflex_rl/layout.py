@@ -160,6 +160,14 @@ def training_curves(study: str) -> str:
     return f"{tables_dir(study)}/figures/training_curves.png"
 
 
+SELECTION_TABLES = ("selection_rounds", "selection_composition", "selection_overhead")
+
+
+def selection_tables(study: str) -> list[str]:
+    """The prompt-selection tables (dataflex_rl.report.selection), CSV and Markdown."""
+    return [f"{tables_dir(study)}/{name}.{ext}" for name in SELECTION_TABLES for ext in ("csv", "md")]
+
+
 def _regime_file(regime: str, model: str, suffix: str) -> str:
     """A regime's outputs are per (regime, model): a transform may depend on the model (low_utility)."""
     return f"{RESULTS}/corpus/regimes/{regime}/{model}{suffix}"

@@ -2,12 +2,14 @@
 subclass calls from its `_next_train_batch` and `_compute_advantage`.
 
 A method's family decides the roles: a mixture chooses the domains of the next prompts (and the responses are kept
-as sampled); any other policy keeps the uniform prompt stream and weighs the responses. Per step:
-  rows = driver.draw(prompts_per_step)                     mixture probabilities → prompt stream rows
+as sampled); a prompt selection chooses the prompts by a selection round every few steps (and its `response_policy`
+weighs the responses); any other policy keeps the uniform prompt stream and weighs the responses. Per step:
+  rows = driver.draw(prompts_per_step, step, probe)        mixture probabilities → prompt stream rows, or the
+                                                           selection round's kept rows (the probe: the backend's)
   loss = driver.weigh(rewards, token_mask, advantages, …)  GroupBatch → LossWeights → the loss inputs
   driver.observe(loss.batch)                               after the update: the mixture's feedback
   driver.metrics(loss)                                     the per-step columns the training-curves figure reads
-`state_dict`/`load_state_dict` hold the prompt stream and the mixture, for checkpoints.
+`state_dict`/`load_state_dict` hold the prompt stream, the mixture and the selection round, for checkpoints.
 """
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ from typing import Any, Sequence
 
 import torch
 
-from dataflex_rl.policies import GroupBatch, build_mixture, build_response_policy
+from dataflex_rl.policies import GroupBatch, build_mixture, build_prompt_selection, build_response_policy
+from dataflex_rl.prompt_selection.selector import PromptSelector, RowLabels
 from dataflex_rl.prompt_stream import PromptStream
 from dataflex_rl.methods import MethodSpec
 
@@ -34,18 +37,28 @@ class LossInputs:
 
 
 class PolicyDriver:
-    def __init__(self, method: MethodSpec, row_domains: Sequence[str], seed: int):
+    def __init__(self, method: MethodSpec, row_domains: Sequence[str], seed: int, labels: RowLabels | None = None):
+        """`labels`: what a prompt selection's round metrics count per row (default: the domains, nothing noised)."""
         self.stream = PromptStream(row_domains, seed)
+        self.mixture = self.selector = None
         if method.family == "mixture":
             self.response_policy = build_response_policy("baseline", {})
             self.mixture = build_mixture(method.policy, self.stream.domains, method.params)
+        elif method.family == "prompt_selection":
+            policy = build_prompt_selection(method.policy, method.params)
+            self.response_policy = policy.response_policy()
+            no_flags = [False] * len(row_domains)
+            self.selector = PromptSelector(policy, labels or RowLabels(row_domains, no_flags, no_flags), seed)
         else:
             self.response_policy = build_response_policy(method.policy, method.params)
-            self.mixture = None
         self._probabilities: dict[str, float] | None = None
 
-    def draw(self, prompts: int) -> list[int]:
-        """The corpus rows of the next step's prompts: the mixture's domain probabilities, or the corpus shares."""
+    def draw(self, prompts: int, step: int = 0, probe=None) -> list[int]:
+        """The corpus rows of the next step's prompts: the selection round's kept rows (a prompt selection, which
+        needs the step and the backend's probe: dataflex_rl.prompt_selection.round.Probe), or rows drawn by the
+        mixture's domain probabilities or by the corpus shares."""
+        if self.selector:
+            return self.selector.draw(prompts, step, probe)
         self._probabilities = self.mixture.probabilities() if self.mixture else None
         return self.stream.draw(prompts, self._probabilities)
 
@@ -65,7 +78,8 @@ class PolicyDriver:
 
     def metrics(self, loss: LossInputs) -> dict[str, Any]:
         """The data-policy columns of a step's metrics: mean reward, degenerate groups, kept fraction, whether the
-        policy dropped everything, and p:<domain>, the sampling probability of each domain at this step."""
+        policy dropped everything, p:<domain>, the sampling probability of each domain at this step, and on the first
+        step of a selection round the round's columns (round_*)."""
         rewards = loss.batch.rewards
         degenerate = (rewards.max(dim=1).values == rewards.min(dim=1).values).float().mean()
         record = {"mean_reward": float(rewards.mean()), "degenerate_group_fraction": float(degenerate),
@@ -73,12 +87,19 @@ class PolicyDriver:
                   "all_dropped": bool(loss.weights.info.get("all_dropped", False))}
         for domain, p in (self._probabilities or self.stream.corpus_shares()).items():
             record[f"p:{domain}"] = p
+        if self.selector:
+            record.update(self.selector.metrics(training_rollouts=int(rewards.shape[1])))
         return record
 
     def state_dict(self) -> dict:
-        return {"stream": self.stream.state_dict(), "mixture": self.mixture.state_dict() if self.mixture else None}
+        state = {"stream": self.stream.state_dict(), "mixture": self.mixture.state_dict() if self.mixture else None}
+        if self.selector:
+            state["selection"] = self.selector.state_dict()
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         self.stream.load_state_dict(state["stream"])
         if self.mixture:
             self.mixture.load_state_dict(state["mixture"])
+        if self.selector:
+            self.selector.load_state_dict(state["selection"])

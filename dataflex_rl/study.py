@@ -70,7 +70,6 @@ class CorpusSettings:
 @dataclass(frozen=True)
 class DecontaminationSettings:
     threshold: float = 0.8
-    num_perm: int = 128
 
 
 @dataclass(frozen=True)
@@ -452,9 +451,12 @@ class Study:
 
     def train_job(self, run: Run) -> dict[str, Any]:
         spec = self.methods[run.method]
-        return {"model": self.models[run.model].settings, "template": self.template, "seed": run.seed,
-                "training": self._training(run.steps),
-                "method": {"name": spec.name, "policy": spec.policy, "params": spec.params, "family": spec.family}}
+        job = {"model": self.models[run.model].settings, "template": self.template, "seed": run.seed,
+               "training": self._training(run.steps),
+               "method": {"name": spec.name, "policy": spec.policy, "params": spec.params, "family": spec.family}}
+        if spec.family == "prompt_selection":  # its validation prompts come from the regime's evaluation domain
+            job["target_domain"] = self.regimes[run.regime].evaluation_domain if run.regime else None
+        return job
 
     def score_job(self, model: str) -> dict[str, Any]:
         return {"model": self.models[model].settings, "template": self.template,
@@ -488,6 +490,16 @@ class Study:
         """The benchmarks a cell is evaluated on: every one, or its regime's evaluation domain's (unbalanced)."""
         domain = self.regimes[cell.regime].evaluation_domain if cell.regime else None
         return [b for b in self.benchmarks.names if domain is None or get_benchmark(b).domain == domain]
+
+    def random_prompt_methods(self) -> dict[str, str]:
+        """Per cell with one, its first method drawing prompts at random (policy random_prompts): the reference of
+        the prompt-selection composition table."""
+        picked = {}
+        for cell in self.cells():
+            methods = [run.method for run in cell.runs if self.methods[run.method].policy == "random_prompts"]
+            if methods:
+                picked[cell.name] = methods[0]
+        return picked
 
     def cell_runs(self, cell: Cell) -> list[tuple[str | None, int | None, str]]:
         """(method, seed, `{run}` wildcard) of a cell's scored runs: the untrained base, then its trained runs."""

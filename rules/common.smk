@@ -10,6 +10,7 @@ from dataflex_rl.backends.base import get_backend
 from dataflex_rl.benchmarks.loaders import benchmark_paths
 from dataflex_rl.config_checks import config_errors, resource_errors
 from dataflex_rl.duplicate_keys import duplicate_key_errors
+from dataflex_rl.policies.catalogue import CATALOGUE
 from dataflex_rl.plan import hub_benchmarks, matrix_summary, planned_jobs
 from dataflex_rl.records import PROVENANCE_PACKAGES
 from dataflex_rl.report.outputs import figure_paths, table_paths
@@ -70,7 +71,13 @@ def get_final_outputs():
     if STUDY.records_file:
         return tables_outputs()
     return (
-        gate_outputs() + run_outputs() + score_files() + [layout.RECORDS] + tables_outputs() + training_curves_outputs()
+        gate_outputs()
+        + run_outputs()
+        + score_files()
+        + [layout.RECORDS]
+        + tables_outputs()
+        + training_curves_outputs()
+        + selection_outputs()
     )
 
 
@@ -199,6 +206,16 @@ def training_curves_outputs():
     """The training-curves figure reads the runs' per-step metrics, so only a study that trains has one: a
     records-only config (`records_file`) has no metrics."""
     return [] if STUDY.records_file else [TRAINING_CURVES]
+
+
+# The runs of prompt-selection methods, whose round metrics the selection tables read (none: no such tables).
+SELECTION_RUNS = [
+    (cell, run) for cell in STUDY.cells() for run in cell.runs if STUDY.methods[run.method].family == "prompt_selection"
+]
+
+
+def selection_outputs():
+    return layout.selection_tables(STUDY.name) if SELECTION_RUNS and not STUDY.records_file else []
 
 
 # --- after every rule is defined (called from the Snakefile) ---------------------------------------------------------

@@ -56,6 +56,5 @@ rule decontaminate:
     params:
         benchmarks=BENCHMARKS,
         threshold=STUDY.decontamination.threshold,
-        num_perm=STUDY.decontamination.num_perm,
     script:
         "../workflow_scripts/decontaminate.py"

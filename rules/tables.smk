@@ -58,3 +58,31 @@ rule training_curves:
         window=STUDY.stats.curve_window,
     script:
         "../workflow_scripts/training_curves.py"
+
+
+# The prompt-selection rounds (docs/prompt_selection.md), from the round columns of the runs' per-step metrics: per
+# round, the kept set's composition at the first and last round against random prompts, and the selection overhead.
+rule selection_tables:
+    input:
+        [layout.metrics(run.model, run.name) for cell, run in SELECTION_RUNS],
+    output:
+        [report_table(path) for path in layout.selection_tables(STUDY.name)],
+    log:
+        f"logs/tables/{STUDY.name}_selection.log",
+    conda:
+        "../envs/stats.yaml"
+    params:
+        runs=[
+            {
+                "path": layout.metrics(run.model, run.name),
+                "model": cell.name,
+                "method": run.method,
+                "seed": run.seed,
+            }
+            for cell, run in SELECTION_RUNS
+        ],
+        signals={name: CATALOGUE[spec.policy].signal for name, spec in STUDY.methods.items()},
+        random_methods=STUDY.random_prompt_methods(),
+        confidence=STUDY.stats.confidence,
+    script:
+        "../workflow_scripts/selection_tables.py"

@@ -191,9 +191,29 @@ CASES = [
          ("methods.difffilter.control: missing; a selection method is compared with its control",)),
     Case("mixture compared with the baseline", _method("reward_gap", {"policy": "reward_gap", "control": "baseline"}),
          ("methods.reward_gap.control: 'baseline' runs policy 'baseline'", "static")),
+    # prompt selection: a round that keeps nothing, a validation probe noisier than its candidates, a response policy
+    # that is not one or has parameters it cannot run with, a control that is no uniform or random-prompts method
+    Case("prompt selection keeps nothing", _method("gradalign", {
+        "policy": "gradalign", "params": {"candidates_per_round": 10, "selection_ratio": 20}, "control": "baseline"}),
+         ("methods.gradalign.params.selection_ratio: ⌊M/q⌋ = ⌊10/20⌋ = 0 keeps no prompt",)),
+    Case("validation probe with k_v <= k_r", _method("simacc", {
+        "policy": "simacc", "params": {"rollouts_candidate": 8, "rollouts_validation": 4}, "control": "baseline"}),
+         ("methods.simacc.params.rollouts_validation: k_v 4 ≤ k_r 8",)),
+    Case("prompt selection with a mixture as response policy", _method("accgreedy", {
+        "policy": "accgreedy", "params": {"response_policy": "dump_ucb"}, "control": "baseline"}),
+         ("methods.accgreedy.params.response_policy: 'dump_ucb' is not a response policy",)),
+    Case("prompt selection with bad response parameters", _method("align", {
+        "policy": "align", "params": {"response_policy": "difffilter", "response_params": {"low": 0.8, "high": 0.2}},
+        "control": "baseline"}),
+         ("methods.align.params.response_params: low: low 0.8 ≥ high 0.2 keeps no group",)),
+    Case("prompt selection compared with a mixture", _method("gradalign", {"policy": "gradalign", "control": "static"}),
+         ("methods.gradalign.control: 'static' runs policy 'static'", "baseline or random_prompts")),
     Case("duplicate seeds", _set("seeds", [1, 1]), ("seeds: [1, 1] has non-unique elements",)),
     Case("per-method seeds", _set("methods.softmax.seeds", [3]),
          ("methods.softmax.seeds: unknown key 'seeds'", "study-wide top-level `seeds`")),
+    Case("MinHash setting of the old detector", _set("decontamination", {"threshold": 0.8, "num_perm": 128}),
+         ("decontamination.num_perm: unknown key 'num_perm' (allowed here: threshold); decontamination no longer uses "
+          "MinHash",)),
     Case("per-method seed in params", _set("methods.difffilter.params.seed", 7),
          ("methods.difffilter.params.seed: 7 is only meaningful with `control: random`",)),
     Case("static weights name a domain the corpus lacks",

@@ -38,7 +38,10 @@ def test_catalogue_and_registry_agree_every_entry_has_exactly_one_implementation
     assert {family: tuple(o.name for o in options) for family, options in OPTIONS.items() if options} == {
         "none": ("semantics",),
         "selection": ("semantics", "drop_kl", "advantages", "control", "control_scope", "seed"),
-        "reweighting": ("semantics", "normalize")}
+        "reweighting": ("semantics", "normalize"),
+        "prompt_selection": ("candidates_per_round", "selection_ratio", "steps_per_round", "rollouts_candidate",
+                             "rollouts_validation", "validation_size", "validation_seed", "score_temperature",
+                             "response_policy", "response_params")}
 
 
 def test_a_catalogue_entry_without_an_implementation_is_refused(monkeypatch):

@@ -16,6 +16,8 @@ ACCELERATION = (
     "after 5 s, while the driver keeps the steering wheel fixed. What is the magnitude of its acceleration?\n"
     "A) 2 m/s^2\nB) 4 m/s^2\nC) 5 m/s^2\nD) 100 m/s^2"
 )
+FAMILY = ("George is married to Sophia. They have a child called Robert. Robert has a sister called Emma.\n\n"
+          "What relation is Sophia to Robert? Answer with a single word.")
 BENCHMARK_ITEMS = [
     ("gsm8k", "gsm8k-0", WORD_PROBLEM),
     ("arithmetic", "arith-0", "What is 23 + 45? Give only the final integer."),
@@ -24,6 +26,7 @@ BENCHMARK_ITEMS = [
      "Does it logically follow that:\nSome whales are pets?\n(Answer Yes or No)"),
     ("mmlu_pro_physics", "phys-0", "Convert 3.5 km to m.\nA) 350\nB) 3500\nC) 35000\nD) 35"),
     ("mmlu_pro_physics", "phys-1", ACCELERATION),
+    ("family", "fam-0", FAMILY),
 ]
 
 # corpus id -> (prompt, expected kind or None when the row must be kept)
@@ -36,6 +39,11 @@ PLANTED = {
                        "Does it logically follow that: Some whales are pets? (Answer Yes or No)", "exact"),
     "copy-mc-reordered": ("convert 3.5 KM to m\n(A) 35000\n(B) 35\n(C) 3500\n(D) 350", "exact"),
     "copy-extra-word": (WORD_PROBLEM.replace("buys 3 bags", "quickly buys 3 bags"), "near"),
+    "copy-wrapped": (f"Question: {ACCELERATION}\nLet's think step by step.", "contained"),
+    "copy-renamed": (WORD_PROBLEM.replace("Maria", "Sofia"), "near"),  # the same problem about someone else
+    "sibling-quoted-text": ('How many times does the letter "r" appear in the text: "the strawberry farmer carried '
+                            'sweet berries"?', None),
+    "sibling-name-merged": (FAMILY.replace("George", "Theodore").replace("Sophia to", "Theodore to"), None),
     "sibling-arith": ("What is 23 + 46? Give only the final integer.", None),
     "sibling-operator": ("What is 23 - 45? Give only the final integer.", None),
     "sibling-word-problem": (WORD_PROBLEM.replace("loses 8", "loses 9"), None),
@@ -79,6 +87,7 @@ def test_normalize_equates_trivial_edits_and_keeps_what_changes_the_problem():
     assert normalize_text("a well-known result -- see below") == normalize_text("A well known result; see below.")
     assert normalize_text("x = 7 - 3") != normalize_text("x = 7 3")
     assert normalize_text("Ｗｈａｔ is 1,000 ÷ 4?") == normalize_text("what is 1000 ÷ 4")
+    assert normalize_text("x^2\t-\t5x  -\n6") == normalize_text("x^2 - 5x - 6") != normalize_text("x^2 5x 6")
 
 
 def test_siblings_would_pass_similarity_alone():
@@ -103,9 +112,11 @@ def test_planted_copies_removed_and_siblings_kept(corpus, benchmarks):
 
 def test_audit_counts_match_planted(corpus, benchmarks):
     kept, audit = decontaminate(corpus, benchmarks)
-    assert audit["counts"] == {"corpus_rows": 33, "exact_hits": 5, "near_hits": 1, "removed": 6, "kept": 27}
-    assert audit["per_benchmark"] == {"gsm8k": 2, "arithmetic": 1, "letter_counting": 1, "syllogism": 1,
-                                      "mmlu_pro_physics": 1}
+    assert audit["counts"] == {"corpus_rows": 37, "exact_hits": 5, "contained_hits": 1, "near_hits": 2, "removed": 8,
+                               "kept": 29}
+    assert audit["per_benchmark"] == {"gsm8k": 3, "arithmetic": 1, "letter_counting": 1, "syllogism": 1,
+                                      "mmlu_pro_physics": 2, "family": 0}
+    assert audit["per_source"] == {"test": {"rows": 37, "removed": 8}}
     mc = next(e for e in audit["examples"] if e["corpus_id"] == "copy-mc-reordered")
     assert (mc["benchmark"], mc["benchmark_id"], mc["jaccard"]) == ("mmlu_pro_physics", "phys-0", 1.0)
     json.dumps(audit)
@@ -128,7 +139,7 @@ def test_files_round_trip(tmp_path, corpus, benchmarks):
     benchmarks.to_parquet(tmp_path / "bench.parquet")
     audit = decontaminate_files(tmp_path / "corpus.parquet", [tmp_path / "bench.parquet"],
                                 tmp_path / "out" / "clean.parquet", tmp_path / "out" / "audit.json")
-    assert len(pd.read_parquet(tmp_path / "out" / "clean.parquet")) == audit["counts"]["kept"] == 27
+    assert len(pd.read_parquet(tmp_path / "out" / "clean.parquet")) == audit["counts"]["kept"] == 29
     assert json.loads((tmp_path / "out" / "audit.json").read_text())["counts"] == audit["counts"]
 
 

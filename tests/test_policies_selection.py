@@ -40,13 +40,14 @@ def kept_mask(weights):
     return (weights.pg.sum(dim=-1) > 0).float()
 
 
-def test_all_thirteen_configurations_are_registered():
+def test_the_thirteen_configurations_and_the_prompt_selections_are_registered():
     families = {name: family for name, family, _ in list_policies()}
     assert families == {
         "baseline": "none", "difffilter": "selection", "maxvar": "selection", "gfpo": "selection",
         "topk": "selection", "ar": "reweighting", "per": "reweighting", "softmax": "reweighting",
         "diffband": "reweighting", "static": "mixture", "reward_gap": "mixture", "dump_ucb": "mixture",
-        "tscl": "mixture"}
+        "tscl": "mixture", **{name: "prompt_selection" for name in (
+            "gradalign", "simacc", "align", "accgreedy", "random_prompts", "validation_set")}}
 
 
 # --- maxvar -------------------------------------------------------------------------------------------------------

@@ -13,7 +13,8 @@ from scipy import stats
 
 from dataflex_rl.backends.embedded.generation import EmbeddedGenerator
 from dataflex_rl.backends.embedded.settings import WarmupSettings
-from dataflex_rl.backends.embedded.trainer import EmbeddedGRPOTrainer, _rewards
+from dataflex_rl.backends.embedded.rewards import rollout_rewards
+from dataflex_rl.backends.embedded.trainer import EmbeddedGRPOTrainer
 from dataflex_rl.benchmarks.registry import get_benchmark
 from dataflex_rl.items import CORPUS_COLUMNS, item_metadata
 from dataflex_rl.methods import MethodSpec
@@ -144,7 +145,7 @@ def test_noisy_rewards_are_bernoulli_p_whatever_the_answer(corpus, p):
     for step in range(60):
         for correct in (True, False):
             responses = [item["answer"] if correct else "" for item in items for _ in range(rollouts)]
-            rewards = _rewards(responses, items, noise_p, rollouts, seed=9, step=step)
+            rewards = rollout_rewards(responses, items, noise_p, rollouts, seed=9, step=step)
             marked = torch.tensor([q is not None for q in noise_p])
             assert (rewards[~marked] == float(correct)).all()
             tables[correct].append(rewards[marked].flatten())

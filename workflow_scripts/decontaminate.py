@@ -8,5 +8,4 @@ with job_log(snakemake.log[0]):
         snakemake.output.corpus,
         snakemake.output.audit,
         threshold=snakemake.params.threshold,
-        num_perm=snakemake.params.num_perm,
     )

@@ -54,10 +54,11 @@ class Backend(Protocol):
 
     def train(self, model: Mapping[str, Any], *, base, corpus, method, seed: int, training: GRPOSettings,
               template: str, out_model, out_metrics, state_dir, threads: int,
-              prompt_cap: Mapping[str, Any] | None = None) -> None:
+              prompt_cap: Mapping[str, Any] | None = None, target_domain: str | None = None) -> None:
         """Train one run from `base` (None: the backend loads `path`); write the final model directory (Hugging Face
         layout) and the per-step metrics. Before the first step the corpus must fit the run
-        (dataflex_rl.tasks.training_fit: one step's prompts, each within `prompt_cap`)."""
+        (dataflex_rl.tasks.training_fit: one step's prompts, each within `prompt_cap`). `target_domain`: where a prompt
+        selection draws its validation prompts (the unbalanced regime's evaluation domain; None: any)."""
 
     def open_generator(self, model: Mapping[str, Any], *, model_dir, threads: int) -> Generator:
         """Load a model directory (a base or a trained run's) for scoring; None: the untrained `path` itself."""

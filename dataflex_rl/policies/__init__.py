@@ -1,4 +1,4 @@
-"""The data-policy taxonomy: selection, reweighting and mixture families behind one registry.
+"""The data-policy taxonomy: selection, reweighting, mixture and prompt-selection families behind one registry.
 
 Every policy is declared once, by its entry in `dataflex_rl.policies.catalogue` (name, family, signal, parameters
 with defaults and ranges, as plain data); its implementation in a family module registers under that name. The family
@@ -10,11 +10,11 @@ from importlib import import_module
 
 _EXPORTS = {
     "DomainMixture": "mixture", "GroupBatch": "batch", "LossWeights": "weights", "build_mixture": "registry",
-    "build_response_policy": "registry", "list_policies": "registry", "matched_random_mask": "controls",
-    "subset_group_advantages": "controls",
+    "build_prompt_selection": "registry", "build_response_policy": "registry", "list_policies": "registry",
+    "matched_random_mask": "controls", "subset_group_advantages": "controls",
 }
 __all__ = sorted(_EXPORTS)
-_FAMILIES = ("mixture", "reweighting", "selection")
+_FAMILIES = ("mixture", "prompt_selection", "reweighting", "selection")
 
 
 def __getattr__(name: str):

@@ -22,6 +22,11 @@ CONTROL_SCOPES = ("batch", "per_group")
 TOPK_SCOPES = ("per_group", "global")
 GFPO_METRICS = ("efficiency", "length")
 TSCL_POLICIES = ("epsilon_greedy", "boltzmann")
+PROBE_AGGREGATIONS = ("token_mean", "seq_mean")
+SIMILARITIES = ("cosine", "dot")
+PRECONDITIONERS = ("none", "adam")
+RANDOM_SOURCES = ("chunk", "pool")
+RESPONSE_FAMILIES = ("none", "selection", "reweighting")
 
 
 _AS_PAPER = object()  # `Param.released` when the released code ran the paper's default
@@ -166,6 +171,22 @@ OPTIONS: dict[str, tuple[Param, ...]] = {
               doc="released (None): response_mean for per-response weights, batch_mean for token weights"),
     ),
     "mixture": (),
+    # A prompt selection round every `steps_per_round` steps (docs/prompt_selection.md): the next M candidates of the
+    # seed's pool permutation, k_r rollouts each, the top ⌊M/q⌋ kept and trained on; |P_v| validation prompts with
+    # k_v rollouts each are held out of the pool. The responses of the kept prompts go through `response_policy`.
+    "prompt_selection": (
+        Param("candidates_per_round", "int", 144, low=1, doc="M: the candidates scored per round"),
+        Param("selection_ratio", "int", 6, low=1, doc="q: the round keeps ⌊M/q⌋ of its candidates"),
+        Param("steps_per_round", "int", 10, low=1, doc="I: optimiser steps on the kept set before the next round"),
+        Param("rollouts_candidate", "int", 8, low=2, doc="k_r: rollouts per candidate (2 at least: A = r − mean)"),
+        Param("rollouts_validation", "int", 16, low=1, doc="k_v: rollouts per validation prompt"),
+        Param("validation_size", "int", 32, low=1, doc="|P_v|: validation prompts held out of the pool"),
+        Param("validation_seed", "int", 0, low=0, doc="draws the validation prompts, the same for every seed"),
+        Param("score_temperature", "float", None, low=0.0, low_open=True,
+              doc="sampling temperature of the scoring rollouts; unset: the training temperature"),
+        Param("response_policy", "str", "baseline", doc="the response policy applied to the kept prompts' rollouts"),
+        Param("response_params", "mapping", None, doc="its parameters"),
+    ),
 }
 
 
@@ -272,7 +293,52 @@ def _tscl(params, domains):
     return _floor_times_domains("floor")(params, domains)
 
 
+def _prompt_selection(params, shape):
+    """The round must keep at least one prompt; a validation probe needs more rollouts per validation prompt than per
+    candidate (k_v > k_r, the paper's §4.3); the response policy must be a response policy with valid parameters."""
+    problems = []
+    keep = params["candidates_per_round"] // params["selection_ratio"]
+    if keep == 0:
+        problems.append(("selection_ratio", f"⌊M/q⌋ = ⌊{params['candidates_per_round']}/{params['selection_ratio']}⌋ "
+                                            "= 0 keeps no prompt; use selection_ratio ≤ candidates_per_round"))
+    name = params["response_policy"]
+    spec = CATALOGUE.get(name)
+    if spec is None or spec.family not in RESPONSE_FAMILIES:
+        known = ", ".join(n for n, s in CATALOGUE.items() if s.family in RESPONSE_FAMILIES)
+        problems.append(("response_policy", f"{name!r} is not a response policy; use one of {known}"))
+        return problems
+    response_params = params["response_params"] or {}
+    accepted = spec.accepted()
+    for key, value in response_params.items():
+        problem = f"unknown for policy {name!r}" if key not in accepted else accepted[key].problem(value)
+        if problem:
+            problems.append(("response_params", f"{key} {value!r}: {problem}"))
+    if not problems:
+        problems += [("response_params", f"{key}: {problem}") for key, problem in
+                     spec.constraints(response_params, shape.domains) + spec.joint(response_params, shape)]
+    return problems
+
+
+def _validation_probe(params, shape):
+    problems = _prompt_selection(params, shape)
+    if params["rollouts_validation"] <= params["rollouts_candidate"]:
+        problems.append(("rollouts_validation", f"k_v {params['rollouts_validation']} ≤ k_r "
+                                                f"{params['rollouts_candidate']}: the validation gradient should be the "
+                                                "less noisy side (k_v > k_r); raise rollouts_validation"))
+    return problems
+
+
 _UNIT = dict(low=0.0, high=1.0)
+# The gradient probe's parameters, and those of a probe against held-out validation prompts.
+_PROBE = (
+    Param("aggregation", "str", "token_mean", choices=PROBE_AGGREGATIONS, doc="the probe loss over a group's tokens"),
+    Param("projection_dim", "int", 0, low=0, doc="a random projection of the gradients to this size; 0: exact"),
+)
+_VALIDATION_PROBE = (
+    Param("precondition", "str", "none", choices=PRECONDITIONERS, doc="adam: g_v / (sqrt(v̂) + 1e-8)"),
+    Param("normalise_validation_groups", "bool", False, doc="normalise each validation group before the sum"),
+)
+_PROBE_CONTROLS = ("baseline", "random_prompts")
 _POSITIVE = dict(low=0.0, low_open=True)
 _NON_NEGATIVE = dict(low=0.0)
 
@@ -334,5 +400,19 @@ CATALOGUE: dict[str, PolicySpec] = {spec.name: spec for spec in (
         Param("floor", "float", 0.0, released=0.05, **_NON_NEGATIVE),
         _SEMANTICS,
     ), controls=("static",), constraints_check=_tscl),
+    # Prompt selection by a validation probe (GradAlign) and its baselines: `signal` is what a round measures for it.
+    PolicySpec("gradalign", "prompt_selection", "validation_gradient", (
+        *_PROBE, Param("similarity", "str", "cosine", choices=SIMILARITIES, doc="dot: the candidate unnormalised"),
+        *_VALIDATION_PROBE,
+    ), controls=_PROBE_CONTROLS, joint_check=_validation_probe),
+    PolicySpec("simacc", "prompt_selection", "validation_gradient", (*_PROBE, *_VALIDATION_PROBE),
+               controls=_PROBE_CONTROLS, joint_check=_validation_probe),
+    PolicySpec("align", "prompt_selection", "candidate_gradient", _PROBE, controls=_PROBE_CONTROLS,
+               joint_check=_prompt_selection),
+    PolicySpec("accgreedy", "prompt_selection", "pass_rate", controls=_PROBE_CONTROLS, joint_check=_prompt_selection),
+    PolicySpec("random_prompts", "prompt_selection", None, (
+        Param("draw_from", "str", "chunk", choices=RANDOM_SOURCES, doc="pool: the whole pool, as released"),
+    ), joint_check=_prompt_selection),
+    PolicySpec("validation_set", "prompt_selection", None, controls=_PROBE_CONTROLS, joint_check=_prompt_selection),
 )}
 

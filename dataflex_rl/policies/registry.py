@@ -172,6 +172,32 @@ def build_response_policy(name: str, params: dict[str, Any] | None = None) -> Re
                           params={key: resolved[key] for key in entry.takes}, options=options)
 
 
+@dataclass(frozen=True)
+class PromptSelectionPolicy:
+    """A prompt-selection policy bound to its parameters; `rank(round)` gives a round's kept rows. `options` are the
+    family's: the round sizes, the validation draw and the response policy applied to the kept prompts."""
+
+    name: str
+    signal: str | None
+    params: dict[str, Any]
+    options: dict[str, Any]
+
+    def rank(self, round_):
+        return _REGISTRY[self.name].target(round_, **self.params)
+
+    def response_policy(self) -> ResponsePolicy:
+        return build_response_policy(self.options["response_policy"], self.options["response_params"])
+
+
+def build_prompt_selection(name: str, params: dict[str, Any] | None = None) -> PromptSelectionPolicy:
+    """The named prompt-selection policy with checked parameters and resolved options."""
+    entry = _lookup(name, ("prompt_selection",))
+    resolved = _resolve(entry.spec, dict(params or {}), domains=())
+    return PromptSelectionPolicy(name=name, signal=entry.spec.signal,
+                                 params={key: resolved[key] for key in entry.takes},
+                                 options={option.name: resolved[option.name] for option in entry.spec.options})
+
+
 def build_mixture(name: str, domains: list[str], params: dict[str, Any] | None = None):
     """The named domain mixture over `domains`, constructed with checked and resolved parameters."""
     entry = _lookup(name, ("mixture",))

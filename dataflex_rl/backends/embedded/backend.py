@@ -104,11 +104,12 @@ class EmbeddedBackend:
                          threads=threads, prompt_cap=prompt_cap)
 
     def train(self, model: Mapping[str, Any], *, base, corpus, method, seed: int, training: GRPOSettings,
-              template: str, out_model, out_metrics, state_dir, threads: int, prompt_cap=None) -> None:
+              template: str, out_model, out_metrics, state_dir, threads: int, prompt_cap=None,
+              target_domain: str | None = None) -> None:
         from dataflex_rl.backends.embedded.trainer import train_run
 
         train_run(base, corpus, method, seed, training, template, out_model, out_metrics, state_dir, threads=threads,
-                  prompt_cap=prompt_cap)
+                  prompt_cap=prompt_cap, target_domain=target_domain)
 
     def open_generator(self, model: Mapping[str, Any], *, model_dir, threads: int):
         from dataflex_rl.backends.embedded.generation import EmbeddedGenerator

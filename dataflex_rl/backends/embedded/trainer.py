@@ -2,7 +2,7 @@
 optimiser step per batch (ppo_mini_batch_size == train_batch_size, so old log-probs equal the current ones).
 
 Everything that makes the run resumable — model, optimiser, the sampling generator and torch's global RNG, prompt
-stream (with its domain RNG), mixture state and the metrics so far — is written atomically into one checkpoint file
+stream (with its domain RNG), mixture state, a prompt selection's round and the metrics so far — is written atomically into one checkpoint file
 every `checkpoint_every` steps, so a run killed at any point and rerun ends bit-identical to an uninterrupted one
 (tests/test_fault_injection.py kills it for real at each point of `dataflex_rl.faults`). No code path of a step draws
 from Python's or numpy's global RNG: the prompt stream owns its `random.Random`s and the matched-random control of a
@@ -30,26 +30,16 @@ from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.atomic import atomic_directory, atomic_path, remove_partial_writes, write_parquet
 from dataflex_rl.backends.embedded.generation import decode, response_texts
 from dataflex_rl.backends.embedded.model import load_model
+from dataflex_rl.backends.embedded.probe import EmbeddedProbe
+from dataflex_rl.backends.embedded.rewards import rollout_rewards
 from dataflex_rl.backends.embedded.sequences import encode_prompts, response_logprobs
 from dataflex_rl.policy_driver import PolicyDriver
-from dataflex_rl.regimes.noisy_rewards import noisy_reward, noisy_reward_p
+from dataflex_rl.prompt_selection.selector import RowLabels
+from dataflex_rl.regimes.low_utility import is_easy
+from dataflex_rl.regimes.noisy_rewards import noisy_reward_p
 from dataflex_rl.methods import MethodSpec
 from dataflex_rl.tasks.prompting import render_prompt
 from dataflex_rl.tasks.training_fit import check_prompt_tokens, check_prompts_per_step
-from dataflex_rl.verify.verifiers import reward
-
-
-def _rewards(responses: list[str], items: list[dict], noise_p: list[float | None], rollouts: int, seed: int,
-             step: int) -> torch.Tensor:
-    """[G, K] binary rewards: response r belongs to prompt r // K. A prompt the noisy_rewards regime marked (its
-    `noise_p` is not None) gets Bernoulli(p) rewards unrelated to the response, drawn per (seed, prompt, step,
-    rollout), so a resumed run draws the same ones; every other prompt gets its verifier's verdict."""
-    values = []
-    for index, response in enumerate(responses):
-        item, p = items[index // rollouts], noise_p[index // rollouts]
-        values.append(reward(response, item) if p is None
-                      else noisy_reward(seed, item["id"], step, index % rollouts, p))
-    return torch.tensor(values, dtype=torch.float32).view(-1, rollouts)
 
 
 def _batch_health(rewards: torch.Tensor, token_mask: torch.Tensor) -> dict[str, str]:
@@ -68,7 +58,9 @@ def _batch_health(rewards: torch.Tensor, token_mask: torch.Tensor) -> dict[str, 
 
 class EmbeddedGRPOTrainer:
     def __init__(self, base_dir: str | Path, corpus: pd.DataFrame, method: MethodSpec, seed: int,
-                 settings: GRPOSettings, template: str):
+                 settings: GRPOSettings, template: str, target_domain: str | None = None):
+        """`target_domain`: the unbalanced regime's evaluation domain, where a prompt selection draws its validation
+        prompts from (None: any domain)."""
         self.settings, self.method, self.seed, self.template = settings, method, seed, template
         self.model, self.tokenizer = load_model(base_dir)
         self.reference = copy.deepcopy(self.model).requires_grad_(False)
@@ -77,9 +69,16 @@ class EmbeddedGRPOTrainer:
         self.prompt_tokens = encode_prompts(tokenizer=self.tokenizer,
                                             prompts=[render_prompt(i["prompt"], template, self.tokenizer)
                                                      for i in self.items])
-        self.policy = PolicyDriver(method, [i["domain"] for i in self.items], seed)
+        domains = [i["domain"] for i in self.items]
+        labels = RowLabels(domains, [p is not None for p in self.noise_p], [is_easy(i) for i in self.items],
+                           target_domain)
+        self.policy = PolicyDriver(method, domains, seed, labels)
         torch.manual_seed(seed)
         self.optimiser = torch.optim.AdamW(self.model.parameters(), lr=settings.learning_rate, weight_decay=0.0)
+        self.probe = None
+        if self.policy.selector:
+            temperature = self.policy.selector.policy.options["score_temperature"] or settings.temperature
+            self.probe = EmbeddedProbe(self, temperature)
         self.generator = torch.Generator().manual_seed(seed)
         self.step = 0
         self.metrics: list[dict] = []
@@ -126,13 +125,13 @@ class EmbeddedGRPOTrainer:
     def train_step(self) -> dict:
         s = self.settings
         started = time.perf_counter()
-        rows = self.policy.draw(s.prompts_per_step)
+        rows = self.policy.draw(s.prompts_per_step, self.step, self.probe)
         items = [self.items[r] for r in rows]
         self.model.eval()
         rollout = decode(self.model, [self.prompt_tokens[r] for r in rows], max_new_tokens=s.max_new_tokens,
                          eos_id=self.tokenizer.eos_token_id, pad_id=self.tokenizer.pad_token_id, repeats=s.rollouts,
                          generator=self.generator, temperature=s.temperature)
-        rewards = _rewards(response_texts(self.tokenizer, rollout), items, [self.noise_p[r] for r in rows],
+        rewards = rollout_rewards(response_texts(self.tokenizer, rollout), items, [self.noise_p[r] for r in rows],
                            s.rollouts, self.seed, self.step)
         groups, rollouts = rewards.shape
         shape = (groups, rollouts, -1)
@@ -250,14 +249,15 @@ class EmbeddedGRPOTrainer:
 
 
 def train_run(base_dir, corpus_path, method: MethodSpec, seed: int, settings: GRPOSettings, template: str,
-              out_model, out_metrics, state_dir, threads: int = 1, progress: bool = True, prompt_cap=None) -> None:
+              out_model, out_metrics, state_dir, threads: int = 1, progress: bool = True, prompt_cap=None,
+              target_domain: str | None = None) -> None:
     """Train one (model, method, seed) run; write its final model directory (Hugging Face layout, loadable by
     transformers or vLLM like the base) and its per-step metrics, each atomically. Before the first step, the corpus
     the run trains on must hold one step's prompts, each within `prompt_cap` tokens (dataflex_rl.tasks.training_fit)."""
     torch.set_num_threads(threads)
     corpus = pd.read_parquet(corpus_path)
     check_prompts_per_step(len(corpus), settings.prompts_per_step, str(corpus_path))
-    trainer = EmbeddedGRPOTrainer(base_dir, corpus, method, seed, settings, template)
+    trainer = EmbeddedGRPOTrainer(base_dir, corpus, method, seed, settings, template, target_domain)
     check_prompt_tokens(list(corpus["id"]), [len(p) for p in trainer.prompt_tokens], prompt_cap, str(corpus_path))
     metrics = trainer.train(Path(state_dir), progress=progress)
     metrics.insert(0, "method", method.name)

@@ -1,0 +1,56 @@
+"""Which corpus rows a prompt-selection run draws, in which order — pure Python, no torch.
+
+- The validation prompts: `validation_size` rows drawn once by `validation_seed` from the rows a regime left
+  trustworthy (not reward-noised; the unbalanced pool's target domain only), the same for every seed and method, and
+  held out of the pool.
+- The candidates: the pool (every other row) is permuted once per seed and cut into ⌊N/M⌋ disjoint chunks; round r
+  scores chunk r mod ⌊N/M⌋ (the rest of the permutation is never a candidate, as in the released loop). The chunks
+  depend on the seed alone, so every method of a seed scores the same candidates.
+- The training order inside a round: the kept rows, walked through one seeded permutation per pass, B per step; a
+  round of I steps therefore makes I·B/|S_r| passes ("epochs") over its kept set, the last one partial when that is
+  not a whole number.
+"""
+from __future__ import annotations
+
+import random
+from typing import Sequence
+
+
+def validation_rows(eligible: Sequence[int], size: int, seed: int) -> list[int]:
+    """`size` rows drawn uniformly without replacement from `eligible`, in draw order."""
+    if size > len(eligible):
+        raise ValueError(f"prompt selection: validation_size {size} exceeds the {len(eligible)} corpus rows eligible "
+                         "as validation prompts (not reward-noised, in the regime's evaluation domain); lower "
+                         "validation_size")
+    return random.Random(f"validation:{seed}").sample(list(eligible), size)
+
+
+class CandidateStream:
+    """The chunks of one seed's pool permutation."""
+
+    def __init__(self, pool: Sequence[int], size: int, seed: int):
+        if size > len(pool):
+            raise ValueError(f"prompt selection: candidates_per_round {size} exceeds the pool of {len(pool)} prompts "
+                             "(the corpus without the validation prompts); lower candidates_per_round")
+        self.size = size
+        self.order = list(pool)
+        random.Random(f"candidates:{seed}").shuffle(self.order)
+        self.chunks = len(self.order) // size
+
+    def chunk(self, round_index: int) -> list[int]:
+        start = (round_index % self.chunks) * self.size
+        return self.order[start:start + self.size]
+
+
+def training_rows(kept: Sequence[int], seed: int, round_index: int, offset: int, count: int) -> list[int]:
+    """Rows `offset` … `offset + count − 1` of the round's walk over its kept rows: pass e is the kept rows shuffled by
+    (seed, round, e)."""
+    rows: list[int] = []
+    passes: dict[int, list[int]] = {}
+    for position in range(offset, offset + count):
+        epoch, index = divmod(position, len(kept))
+        if epoch not in passes:
+            passes[epoch] = list(kept)
+            random.Random(f"kept:{seed}:{round_index}:{epoch}").shuffle(passes[epoch])
+        rows.append(passes[epoch][index])
+    return rows

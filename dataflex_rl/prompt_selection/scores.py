@@ -1,0 +1,141 @@
+"""GradAlign's scoring and selection maths as pure functions of tensors: no model, no backend.
+
+Reference: StigLidu/GradAlign at 7e252180 (`select/parallel/grpo_loss.py`, `grpo_grad_analyze_parallel.py`,
+`select_data.py`); the line-by-line reading is in the project's research notes on GradAlign. A backend supplies the
+per-group gradient vectors (dataflex_rl.prompt_selection.gradients for the embedded model); everything from there to
+the kept set happens here, so a second backend only has to supply those vectors.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+AGGREGATIONS = ("token_mean", "seq_mean")
+# Symmetric pass rates a and 1 − a must tie in AccGreedy whatever float type carried them (0.4 and 0.6 differ from
+# 0.5 by different amounts in float32); pass rates are k/K with K ≪ 1e6, so distinct rates never merge at 6 decimals.
+_PASS_RATE_DECIMALS = 6
+
+
+def _centred(rewards: Tensor) -> Tensor:
+    """A = r − mean_k(r): the released scorer's advantage (`norm_adv_by_std=False`)."""
+    if rewards.dim() != 2:
+        raise ValueError(f"rewards must be [N, K], got shape {tuple(rewards.shape)}")
+    return rewards - rewards.mean(dim=1, keepdim=True)
+
+
+def probe_loss(logp: Tensor, rewards: Tensor, token_mask: Tensor, aggregation: str = "token_mean") -> Tensor:
+    """Per-group probe loss [N]: the PG term −A·ρ at ρ = exp(logp − logp.detach()) = 1, without KL or clipping.
+
+    Its gradient is REINFORCE with mean-centred advantages (the paper's Theorem 4.1 setting). `token_mean` divides the
+    group's token sum by its valid token count, as the released `grpo_loss.py` L117 does; `seq_mean` averages the K
+    responses' own token means (an empty response adds 0 and still counts in K). The two differ only when response
+    lengths differ.
+    """
+    if logp.dim() != 3 or token_mask.shape != logp.shape or rewards.shape != logp.shape[:2]:
+        raise ValueError(f"probe_loss needs logp and token_mask [N, K, L] and rewards [N, K]; got "
+                         f"{tuple(logp.shape)}, {tuple(token_mask.shape)} and {tuple(rewards.shape)}")
+    if aggregation not in AGGREGATIONS:
+        raise ValueError(f"unknown aggregation {aggregation!r}; known: {', '.join(AGGREGATIONS)}")
+    valid = token_mask > 0
+    # Padding is selected away, not multiplied by 0, so garbage (even NaN) in padded log-probs cannot reach a gradient.
+    logp = torch.where(valid, logp, torch.zeros_like(logp))
+    ratio = torch.exp(logp - logp.detach())
+    per_token = torch.where(valid, -_centred(rewards)[..., None] * ratio, torch.zeros_like(ratio))
+    if aggregation == "token_mean":
+        return per_token.sum(dim=(1, 2)) / valid.sum(dim=(1, 2)).clamp_min(1)
+    per_response = per_token.sum(dim=2) / valid.sum(dim=2).clamp_min(1)
+    return per_response.mean(dim=1)
+
+
+def zero_advantage(rewards: Tensor, tol: float = 1e-6) -> Tensor:
+    """[N] bool: every |A| of the group below `tol` (the released scorer skips these groups' backward)."""
+    return (_centred(rewards).abs() < tol).all(dim=1)
+
+
+def _unit(vectors: Tensor, eps: float) -> Tensor:
+    """v / (‖v‖ + eps) along the last axis: the released normalisation (`sqrt(Σg²) + 1e-5`), not v / max(‖v‖, eps)."""
+    return vectors / (vectors.norm(dim=-1, keepdim=True) + eps)
+
+
+def alignment_scores(candidate_grads: Tensor, validation_grad: Tensor, zero_adv: Tensor, *,
+                     normalise_candidates: bool = True, eps: float = 1e-5) -> Tensor:
+    """GradAlign's score [N]: g_v/(‖g_v‖+eps) · g_i/(‖g_i‖+eps), the cosine of candidate i with the validation gradient.
+
+    `normalise_candidates=False` is the released `dot` mode: g_v is still normalised, g_i is not, so it ranks by
+    ‖g_i‖·cos. Zero-advantage candidates score exactly 0.0 whatever their rows hold (the released scorer never
+    back-propagates them), so they rank above every negatively aligned candidate.
+    """
+    if candidate_grads.dim() != 2 or validation_grad.shape != candidate_grads.shape[1:]:
+        raise ValueError(f"candidate_grads must be [N, P] and validation_grad [P]; got "
+                         f"{tuple(candidate_grads.shape)} and {tuple(validation_grad.shape)}")
+    if zero_adv.shape != candidate_grads.shape[:1]:
+        raise ValueError(f"zero_adv must be [N] = {candidate_grads.shape[0]}, got {tuple(zero_adv.shape)}")
+    # g_i·u / (‖g_i‖ + eps) rather than (g_i / (‖g_i‖ + eps))·u: the same score without a normalised copy of [N, P]
+    grads = candidate_grads.float()
+    dots = grads @ _unit(validation_grad.float(), eps)
+    if normalise_candidates:
+        dots = dots / (grads.norm(dim=1) + eps)
+    return torch.where(zero_adv.bool(), torch.zeros_like(dots), dots)
+
+
+def _floats(values: Sequence[float] | Tensor, name: str) -> list[float]:
+    out = [float(v) for v in (values.tolist() if isinstance(values, Tensor) else values)]
+    if any(math.isnan(v) for v in out):
+        raise ValueError(f"{name} holds NaN; a NaN has no rank, so nothing can be selected")
+    return out
+
+
+def _check_keep(keep: int, count: int) -> None:
+    if not 0 <= keep <= count:
+        raise ValueError(f"keep must lie in [0, {count}] (the number of candidates), got {keep}")
+
+
+def select_top(scores: Sequence[float] | Tensor, keep: int) -> list[int]:
+    """Indices of the `keep` highest scores in rank order; a stable descending sort, so ties go to the lower index
+    (stream order), as `select_data.py` L32 sorts."""
+    values = _floats(scores, "scores")
+    _check_keep(keep, len(values))
+    return sorted(range(len(values)), key=lambda i: -values[i])[:keep]
+
+
+def accgreedy_order(pass_rates: Sequence[float] | Tensor, keep: int) -> list[int]:
+    """AccGreedy (Sun et al. 2025c as released): the `keep` candidates whose pass rate a is nearest 0.5, by a stable
+    ascending sort of |a − 0.5| (ties to the lower index). The rates are the round's exact ones over k_r rollouts."""
+    rates = _floats(pass_rates, "pass_rates")
+    _check_keep(keep, len(rates))
+    distance = [round(abs(a - 0.5), _PASS_RATE_DECIMALS) for a in rates]
+    return sorted(range(len(rates)), key=lambda i: distance[i])[:keep]
+
+
+def simacc_scores(cosines: Tensor, pass_rates: Tensor) -> Tensor:
+    """The released `simacc` mode (not in the paper's results): cos · 4a(1 − a), which peaks at a = 0.5."""
+    return cosines * 4.0 * pass_rates * (1.0 - pass_rates)
+
+
+def adam_precondition(validation_grad: Tensor, exp_avg_sq: Tensor, step: int, beta2: float = 0.999,
+                      eps: float = 1e-8) -> Tensor:
+    """g_v / (sqrt(v / (1 − beta2^step)) + eps): the released `--use_optimizer` option, applied to g_v only.
+
+    The reference also divides by a global constant c = max(1, 50/max) (L70–142); a positive scale of g_v cannot
+    change any cosine or ranking, so it is omitted. The released loop never enables this option.
+    """
+    if step < 1:
+        raise ValueError(f"step must be ≥ 1 (Adam's bias correction divides by 1 − beta2^step), got {step}")
+    if exp_avg_sq.shape != validation_grad.shape:
+        raise ValueError(f"exp_avg_sq {tuple(exp_avg_sq.shape)} must match validation_grad "
+                         f"{tuple(validation_grad.shape)}")
+    return validation_grad / ((exp_avg_sq / (1.0 - beta2**step)).sqrt() + eps)
+
+
+def module_contributions(validation_unit: Tensor, candidate_unit: Tensor, layout) -> dict[str, float]:
+    """Each module's share of the score g_v·g_i: the dot product over the module's slices of the flat vectors.
+
+    `layout` is a `gradients.ParameterLayout`; the shares sum to the full dot product. The released scorer logs the
+    top five by |dot| (L540–591); tied embeddings may dominate.
+    """
+    products = validation_unit.double() * candidate_unit.double()
+    return {module: float(sum(products[layout.slices[name]].sum() for name in names))
+            for module, names in layout.modules().items()}

@@ -1,0 +1,176 @@
+"""Prompt selection in a run: the candidate stream, the validation hold-out, the rounds of the embedded trainer, their
+metrics and a resume inside a round (the scores themselves: tests/test_gradalign_scores.py)."""
+import json
+import math
+
+import pandas as pd
+import pytest
+import torch
+
+from dataflex_rl.backends.embedded.settings import WarmupSettings
+from dataflex_rl.backends.embedded.trainer import EmbeddedGRPOTrainer
+from dataflex_rl.methods import MethodSpec
+from dataflex_rl.prompt_selection.candidates import CandidateStream, training_rows, validation_rows
+from dataflex_rl.prompt_selection.selector import RowLabels
+from dataflex_rl.recipe import GRPOSettings
+from dataflex_rl.regimes.noisy_rewards import NOISY_REWARD_KEY
+from tiny_base import TEMPLATE, tiny_base
+
+ROUND = {"candidates_per_round": 12, "selection_ratio": 3, "steps_per_round": 2, "rollouts_candidate": 4,
+         "rollouts_validation": 6, "validation_size": 4}
+
+
+def test_chunks_are_disjoint_cycle_and_depend_on_the_seed_alone():
+    pool = list(range(100, 150))
+    stream = CandidateStream(pool, 12, seed=3)
+    chunks = [stream.chunk(r) for r in range(stream.chunks)]
+    assert stream.chunks == 50 // 12 == 4
+    assert len({row for chunk in chunks for row in chunk}) == 48  # disjoint; the last 2 rows are never candidates
+    assert stream.chunk(4) == stream.chunk(0)  # round r scores chunk r mod ⌊N/M⌋
+    assert CandidateStream(pool, 12, seed=3).chunk(2) == chunks[2]
+    assert CandidateStream(pool, 12, seed=4).chunk(0) != chunks[0]
+
+
+def test_validation_prompts_are_trustworthy_and_fixed_across_seeds():
+    domains = ["math", "science"] * 20
+    corrupted = [row % 4 == 1 for row in range(40)]  # every other science row is reward-noised
+    labels = RowLabels(domains, corrupted, [False] * 40, target_domain="science")
+    eligible = labels.eligible_for_validation()
+    assert eligible == [row for row in range(40) if row % 4 == 3]
+    assert validation_rows(eligible, 5, seed=0) == validation_rows(eligible, 5, seed=0)
+    assert set(validation_rows(eligible, 5, seed=0)) <= set(eligible)
+    with pytest.raises(ValueError, match="validation_size 11 exceeds the 10 corpus rows eligible"):
+        validation_rows(eligible, 11, seed=0)
+
+
+def test_a_round_walks_its_kept_rows_in_whole_passes():
+    kept = [5, 9, 11, 20]
+    walk = training_rows(kept, seed=1, round_index=2, offset=0, count=12)  # I·B = 12 = 3 passes over 4 kept rows
+    for epoch in range(3):
+        assert sorted(walk[4 * epoch:4 * epoch + 4]) == kept
+    assert training_rows(kept, 1, 2, offset=6, count=3) == walk[6:9]
+
+
+def test_fractions_count_each_label_and_say_when_a_label_is_absent():
+    labels = RowLabels(["math", "logic", "logic", "math"], [True, False, True, False], [False] * 4, "logic")
+    shares = labels.fractions([0, 1, 2])
+    assert shares["corrupted"] == pytest.approx(2 / 3) and shares["target"] == pytest.approx(2 / 3)
+    assert math.isnan(shares["easy"])  # no easy prompt in the corpus: not 0, unknown
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    root = tmp_path_factory.mktemp("selection")
+    corpus = tiny_base(root, WarmupSettings(steps=20, batch_size=16, learning_rate=0.003), items_per_domain=40)
+    marked = corpus.copy()
+    marked.loc[::2, "metadata"] = [json.dumps({**json.loads(m or "{}"), NOISY_REWARD_KEY: 0.5})
+                                   for m in marked.loc[::2, "metadata"]]
+    return root, marked
+
+
+def _trainer(root, corpus, policy, steps=6, seed=5, checkpoint_every=3, **params):
+    settings = GRPOSettings(steps=steps, prompts_per_step=4, rollouts=4, max_new_tokens=4,
+                            checkpoint_every=checkpoint_every)
+    method = MethodSpec(policy, policy, {**ROUND, **params}, "prompt_selection")
+    return EmbeddedGRPOTrainer(root / "base", corpus, method, seed, settings, TEMPLATE)
+
+
+def _rounds(metrics: pd.DataFrame) -> pd.DataFrame:
+    return metrics.dropna(subset=["round"]).set_index("round")
+
+
+@pytest.mark.parametrize("checkpoint_every", [3, 2])  # resumed inside a round, and at a round's start
+def test_resume_reproduces_the_rounds_bit_identically(workspace, tmp_path, checkpoint_every):
+    root, corpus = workspace
+    straight = _trainer(root, corpus, "gradalign", checkpoint_every=checkpoint_every)
+    expected = straight.train(tmp_path / "straight", progress=False)
+    _trainer(root, corpus, "gradalign", steps=checkpoint_every, checkpoint_every=checkpoint_every).train(
+        tmp_path / "resumed", progress=False)
+    resumed = _trainer(root, corpus, "gradalign", checkpoint_every=checkpoint_every)
+    got = resumed.train(tmp_path / "resumed", progress=False)
+    seconds = [c for c in expected.columns if "seconds" in c]
+    pd.testing.assert_frame_equal(got.drop(columns=seconds), expected.drop(columns=seconds))
+    assert resumed.policy.selector.state_dict() == straight.policy.selector.state_dict()  # the last round's kept set
+    for (name, x), (_, y) in zip(resumed.model.state_dict().items(), straight.model.state_dict().items()):
+        assert torch.equal(x, y), name
+
+
+def test_rounds_keep_floor_m_over_q_and_record_their_composition(workspace, tmp_path):
+    root, corpus = workspace
+    trainer = _trainer(root, corpus, "gradalign")
+    rounds = _rounds(trainer.train(tmp_path / "run", progress=False))
+    assert list(rounds.index) == [0, 1, 2]  # 6 steps, a round every 2
+    assert (rounds["round_kept"] == 12 // 3).all() and (rounds["round_candidates"] == 12).all()
+    assert (rounds["round_epochs"] == 2 * 4 / 4).all()  # I·B/|S_r|
+    assert rounds["round_chunk_corrupted"].between(0, 1).all()  # half the corpus is marked
+    assert rounds["round_kept_target"].isna().all()  # no unbalanced regime: no target domain
+    histogram = [json.loads(h) for h in rounds["round_pass_rate_histogram"]]
+    assert all(len(h) == 4 + 1 and sum(h) == 12 for h in histogram)
+    assert rounds["round_validation_pass_rate"].between(0, 1).all()
+    assert all(json.loads(modules) for modules in rounds["round_top_modules"])
+    validation = set(trainer.policy.selector.validation)
+    assert not any(corpus["metadata"].iloc[sorted(validation)].str.contains(NOISY_REWARD_KEY))
+
+
+def test_methods_of_a_seed_score_the_same_candidates(workspace, tmp_path):
+    """Round 0 starts from the same base: the same chunk and the same candidate rollouts for every method."""
+    root, corpus = workspace
+    first = {}
+    for policy in ("gradalign", "accgreedy", "random_prompts"):
+        rounds = _rounds(_trainer(root, corpus, policy, steps=2).train(tmp_path / policy, progress=False))
+        first[policy] = rounds.loc[0, ["round_chunk_corrupted", "round_chunk_pass_rate", "round_pass_rate_histogram"]]
+    assert first["gradalign"].equals(first["accgreedy"]) and first["gradalign"].equals(first["random_prompts"])
+
+
+# --- the selection tables -------------------------------------------------------------------------------------------
+
+def _round_row(round_index, step, corrupted, phases=(1.0, 2.0, 0.5)):
+    return {"step": step, "seconds": 4.0, "round": round_index, "round_candidates": 144, "round_kept": 24,
+            "round_rollouts_candidate": 8, "round_rollouts_validation": 16, "round_validation_size": 32,
+            "round_epochs": 5.0, "round_training_rollouts": 5, "round_chunk_corrupted": 0.5,
+            "round_kept_corrupted": corrupted, "round_chunk_target": float("nan"), "round_kept_target": float("nan"),
+            "round_chunk_easy": float("nan"), "round_kept_easy": float("nan"),
+            **dict(zip(("round_seconds_candidate_rollouts", "round_seconds_candidate_backward",
+                        "round_seconds_validation"), phases))}
+
+
+def _run_metrics(method, seed, kept_corrupted):
+    """Two rounds of two steps each; every step takes 4 s, the rounds' selection 3.5 s of its first step."""
+    rows = []
+    for round_index, corrupted in enumerate(kept_corrupted):
+        rows.append(_round_row(round_index, 2 * round_index, corrupted))
+        rows.append({"step": 2 * round_index + 1, "seconds": 4.0})
+    return pd.DataFrame(rows).assign(model="cell", method=method, seed=seed)
+
+
+def test_selection_tables_against_hand_computed_values():
+    from scipy import stats
+
+    from dataflex_rl.report.selection import (flop_overhead, selection_composition, selection_overhead,
+                                              selection_rounds)
+
+    kept = {"gradalign": {1: (0.30, 0.10), 2: (0.40, 0.20), 3: (0.35, 0.05)},
+            "random": {1: (0.50, 0.45), 2: (0.55, 0.50), 3: (0.45, 0.60)}}
+    metrics = pd.concat([_run_metrics(m, s, values) for m, seeds in kept.items() for s, values in seeds.items()])
+    rounds = selection_rounds(metrics)
+    assert len(rounds) == 2 * 2 * 3
+    assert (rounds["round_seconds_selection"] == 3.5).all()
+    assert (rounds["round_seconds_training"] == 2 * 4.0 - 3.5).all()  # the round's two steps, less its selection
+
+    table = selection_composition(rounds, {"cell": "random"}, confidence=0.95).set_index(["method", "round"])
+    last = [100 * (kept["gradalign"][s][1] - kept["random"][s][1]) for s in (1, 2, 3)]
+    mean, sem = sum(last) / 3, stats.sem(last)
+    low, high = stats.t.interval(0.95, 2, loc=mean, scale=sem)
+    row = table.loc[("gradalign", "last")]
+    assert row["kept_corrupted_pct"] == pytest.approx(100 * (0.10 + 0.20 + 0.05) / 3)
+    assert row["chunk_corrupted_pct"] == pytest.approx(50.0)
+    assert (row["corrupted_vs_random"], row["corrupted_vs_random_low"], row["corrupted_vs_random_high"]) == \
+        pytest.approx((mean, low, high))
+    assert math.isnan(table.loc[("random", "first"), "corrupted_vs_random"])  # the reference itself
+
+    # GradAlign's FLOP model with the family's defaults: (8·144·8 + 6·32·16) / (6·24·(5·5)) = 12288 / 3600
+    assert flop_overhead(rounds.iloc[0], "validation_gradient") == pytest.approx(12288 / 3600)
+    assert flop_overhead(rounds.iloc[0], "pass_rate") == pytest.approx(2 * 144 * 8 / 3600)
+    overhead = selection_overhead(rounds, {"gradalign": "validation_gradient", "random": None}).set_index("method")
+    assert overhead.loc["gradalign", "measured_pct"] == pytest.approx(100 * 3.5 / 4.5)
+    assert overhead.loc["gradalign", "q_k_r_over_n_t"] == pytest.approx(6 * 8 / 25)
