@@ -52,13 +52,16 @@ def _train(model_dir: Path, spec: dict) -> None:
     from dataflex_rl.recipe import GRPOSettings
 
     groups = spec["prompts_per_step"]
+    selection = spec.get("selection")  # a gradalign round's options: the first step runs the round
+    rows = groups if selection is None else selection["candidates_per_round"] + selection["validation_size"]
     prompt = "7" * _prompt_tokens("train", spec)
     corpus = pd.DataFrame([{"id": str(i), "domain": "math", "source": "digits", "prompt": prompt, "answer": "1",
-                            "answer_format": "exact", "metadata": "{}"} for i in range(groups)])
+                            "answer_format": "exact", "metadata": "{}"} for i in range(rows)])
     settings = GRPOSettings(steps=2, prompts_per_step=groups, rollouts=spec["rollouts"],
                             max_new_tokens=spec["max_new_tokens"], checkpoint_every=2)
-    trainer = EmbeddedGRPOTrainer(model_dir, corpus, MethodSpec("baseline", "baseline", {}, "none"), 0, settings,
-                                  "{question}")
+    method = (MethodSpec("baseline", "baseline", {}, "none") if selection is None
+              else MethodSpec("gradalign", "gradalign", selection, "prompt_selection"))
+    trainer = EmbeddedGRPOTrainer(model_dir, corpus, method, 0, settings, "{question}")
     assert {len(t) for t in trainer.prompt_tokens} == {_prompt_tokens("train", spec)}, "a digit is not one token"
     for _ in range(settings.steps):
         trainer.train_step()
@@ -108,6 +111,12 @@ CALIBRATION = [
     ("train", {"shape": SMALL, "prompts_per_step": 4, "rollouts": 5, "max_new_tokens": 4}),
     ("train", {"shape": DEFAULT, "prompts_per_step": 12, "rollouts": 5, "max_new_tokens": 8}),
     ("train", {"shape": WIDE, "prompts_per_step": 8, "rollouts": 4, "max_new_tokens": 16}),
+    ("train", {"shape": SMALL, "prompts_per_step": 4, "rollouts": 5, "max_new_tokens": 4,
+               "selection": {"candidates_per_round": 96, "selection_ratio": 24, "rollouts_candidate": 8,
+                             "rollouts_validation": 16, "validation_size": 8}}),
+    ("train", {"shape": DEFAULT, "prompts_per_step": 12, "rollouts": 5, "max_new_tokens": 8,
+               "selection": {"candidates_per_round": 72, "selection_ratio": 6, "rollouts_candidate": 8,
+                             "rollouts_validation": 16, "validation_size": 8}}),
     ("score", {"shape": SMALL, "batch_size": 64, "max_new_tokens": 4}),
     ("score", {"shape": DEFAULT, "batch_size": 128, "max_new_tokens": 8}),
     ("score", {"shape": WIDE, "batch_size": 64, "max_new_tokens": 16}),
@@ -117,11 +126,15 @@ CALIBRATION = [
 def estimate_mb(job: str, spec: dict) -> float:
     from dataflex_rl.backends.embedded.memory import score_peak_mb, train_peak_mb
     from dataflex_rl.backends.embedded.settings import ModelShape
+    from dataflex_rl.prompt_selection.candidates import SelectionSize
 
     shape = ModelShape(**spec["shape"])
     if job == "train":
+        selection = spec.get("selection")
+        size = selection and SelectionSize(selection["candidates_per_round"],
+                                           max(selection["rollouts_candidate"], selection["rollouts_validation"]))
         return train_peak_mb(shape, spec["prompts_per_step"], spec["rollouts"], spec["max_new_tokens"],
-                             _prompt_tokens(job, spec))
+                             _prompt_tokens(job, spec), size)
     return score_peak_mb(shape, spec["batch_size"], spec["max_new_tokens"])
 
 

@@ -22,6 +22,7 @@ from dataflex_rl.backends.base import get_backend
 from dataflex_rl.benchmarks.loaders import benchmark_paths
 from dataflex_rl.benchmarks.registry import REGISTRY
 from dataflex_rl.layout import UNTRAINED
+from dataflex_rl.prompt_selection.candidates import SelectionSize
 from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.sections import filled
 from dataflex_rl.study import EvaluationSettings
@@ -445,6 +446,17 @@ def corpus_size_errors(config: Mapping[str, Any], workdir: Path) -> list[str]:
             f"training.prompts_per_step to at most {rows}, or raise corpus.items_per_domain or add corpus.files"]
 
 
+def _largest_selection_round(config: Mapping[str, Any]) -> SelectionSize | None:
+    """The most candidates and the most rollouts per prompt of the study's prompt-selection rounds (catalogue
+    defaults filled in; the memory estimate takes both at once), None without a prompt-selection method."""
+    rounds = [CATALOGUE[entry["policy"]].resolve(entry.get("params") or {}) for entry in config["methods"].values()
+              if entry["policy"] in CATALOGUE and CATALOGUE[entry["policy"]].family == "prompt_selection"]
+    if not rounds:
+        return None
+    return SelectionSize(candidates=max(r["candidates_per_round"] for r in rounds),
+                         rollouts=max(max(r["rollouts_candidate"], r["rollouts_validation"]) for r in rounds))
+
+
 def resource_errors(config: Mapping[str, Any], resources: Mapping[str, Mapping[str, Any]],
                     workdir: str | Path = ".") -> list[str]:
     """Problems with the resource requests of the rules that have jobs: `resources` maps a rule to its effective
@@ -466,7 +478,8 @@ def resource_errors(config: Mapping[str, Any], resources: Mapping[str, Mapping[s
         if "train" in resources:
             cap = prompt_token_cap(f"models.{model}", backend.model_settings(entry), training.max_new_tokens,
                                    _configured_prompt_cap(config))
-            errors += backend.train_resource_errors(f"models.{model}", entry, training, resources["train"], cap)
+            errors += backend.train_resource_errors(f"models.{model}", entry, training, resources["train"], cap,
+                                                    _largest_selection_round(config))
         if "score" in resources:
             errors += backend.score_resource_errors(f"models.{model}", entry, evaluation.batch_size,
                                                     evaluation.max_new_tokens, resources["score"])

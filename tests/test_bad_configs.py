@@ -267,6 +267,12 @@ CASES = [
          ("resources of rule train: mem_mb=500 is below the estimated peak memory of a train job, 576 MB, for "
           "models.tiny-qwen2", "training.prompts_per_step 4 × training.rollouts 5", "train:mem_mb="),
          args=("--set-resources", "train:mem_mb=500")),
+    # A gradalign method's round (144 candidates, 16 rollouts per validation prompt) raises the train estimate to 990 MB.
+    Case("train memory below a prompt selection's round", _method("gradalign", {"policy": "gradalign",
+                                                                                "control": "baseline"}),
+         ("resources of rule train: mem_mb=900 is below the estimated peak memory of a train job, 990 MB",
+          "selection rounds of 144 candidates × 16 rollouts"),
+         args=("--set-resources", "train:mem_mb=900")),
     Case("score memory below the estimate", lambda config, workdir: None,
          ("resources of rule score: mem_mb=700 is below the estimated peak memory of a score job, 787 MB, for "
           "models.tiny-qwen2", "evaluation.batch_size 64", "lower evaluation.batch_size"),

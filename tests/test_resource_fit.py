@@ -75,7 +75,7 @@ def test_estimates_grow_with_the_batch_and_the_lengths():
 
 
 # One small, one default-shaped and one wide shape per job; each measurement takes a few seconds.
-MEASURED = [embedded_memory.CALIBRATION[i] for i in (0, 2, 3, 4)]
+MEASURED = [embedded_memory.CALIBRATION[i] for i in (0, 2, 3, 5, 6)]
 
 
 @pytest.mark.parametrize("job, spec", MEASURED, ids=[f"{job}-{json.dumps(spec['shape']['hidden_size'])}h"

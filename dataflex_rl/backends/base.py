@@ -37,10 +37,12 @@ class Backend(Protocol):
         """Why a `models.<m>` entry (at config key `key`) cannot run on this backend, each naming the key and fix."""
 
     def train_resource_errors(self, key: str, entry: Mapping[str, Any], training: GRPOSettings,
-                              resources: Mapping[str, Any], prompt_cap: Mapping[str, Any] | None) -> list[str]:
+                              resources: Mapping[str, Any], prompt_cap: Mapping[str, Any] | None,
+                              selection: Any = None) -> list[str]:
         """Why a train job of model `entry` (at config key `key`) with these `training` settings, on prompts of up to
         `prompt_cap` (dataflex_rl.tasks.training_fit; None where the backend caps its own), cannot run with its merged
-        `resources` on this backend."""
+        `resources` on this backend. `selection`: the study's largest prompt-selection round
+        (prompt_selection.candidates.SelectionSize: candidates and rollouts per prompt), None without one."""
 
     def score_resource_errors(self, key: str, entry: Mapping[str, Any], batch_size: int, max_new_tokens: int,
                               resources: Mapping[str, Any]) -> list[str]:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from dataflex_rl.backends.embedded.memory import parameter_count, score_peak_mb, train_peak_mb
+from dataflex_rl.prompt_selection.candidates import SelectionSize
 from dataflex_rl.backends.embedded.settings import ModelShape, WarmupSettings
 from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.sections import filled
@@ -76,14 +77,18 @@ class EmbeddedBackend:
         return errors
 
     def train_resource_errors(self, key: str, entry: Mapping[str, Any], training: GRPOSettings,
-                              resources: Mapping[str, Any], prompt_cap: Mapping[str, Any] | None) -> list[str]:
+                              resources: Mapping[str, Any], prompt_cap: Mapping[str, Any] | None,
+                              selection: SelectionSize | None = None) -> list[str]:
         """The train job's `mem_mb` against its estimated peak, with every prompt at `prompt_cap`, the longest its
-        corpus is let through (dataflex_rl.tasks.training_fit)."""
+        corpus is let through (dataflex_rl.tasks.training_fit), and the study's largest prompt-selection round."""
         shape = filled(ModelShape, entry.get("shape"))
         estimate = train_peak_mb(shape, training.prompts_per_step, training.rollouts, training.max_new_tokens,
-                                 prompt_cap["tokens"])
+                                 prompt_cap["tokens"], selection)
         batch = (f"training.prompts_per_step {training.prompts_per_step} × training.rollouts {training.rollouts} "
                  f"responses of up to training.max_new_tokens {training.max_new_tokens}")
+        if selection is not None:
+            batch += (f", and selection rounds of {selection.candidates} candidates × {selection.rollouts} rollouts "
+                      "(a prompt-selection method's candidates_per_round and rollouts)")
         prompts = f"{prompt_cap['tokens']} ({prompt_cap['source']})"
         return _memory_errors("train", key, shape, batch, prompts, estimate, resources,
                               "lower training.prompts_per_step or training.rollouts")
