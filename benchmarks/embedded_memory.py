@@ -7,10 +7,11 @@ One measurement runs in a fresh process and prints a JSON line: its peak residen
 after the work, in MB (`baseline`: a process that has imported the job's modules and done nothing). `train`
 builds a model of `shape` and runs two real GRPO steps of the embedded trainer (`EmbeddedGRPOTrainer.train_step`:
 rollouts, the policy and reference passes, backward, AdamW); `score` loads the saved model with the scorer
-(`EmbeddedGenerator`) and answers one batch of `batch_size` prompts. Every prompt is `max_position_embeddings` digits,
-one token each: the worst case the estimate bounds. The calibration (measured beside estimated) is tabled in
-docs/refusals.md. dataflex_rl/backends/embedded/memory.py holds the estimate; tests/test_resource_fit.py asserts
-measured ≤ estimate ≤ 2 × measured on the shapes there.
+(`EmbeddedGenerator`) and answers one batch of `batch_size` prompts. Every prompt is digits, one token each, as long as
+the job accepts: a train job's at the default prompt-token cap (max_position_embeddings − max_new_tokens), a score
+job's at `max_position_embeddings`: the worst case the estimate bounds. The calibration (measured beside estimated)
+is tabled in docs/refusals.md. dataflex_rl/backends/embedded/memory.py holds the estimate;
+tests/test_resource_fit.py asserts measured ≤ estimate ≤ 2 × measured on the shapes there.
 """
 from __future__ import annotations
 
@@ -28,8 +29,9 @@ def _peak_mb() -> float:
     raise RuntimeError("no VmHWM in /proc/self/status")
 
 
-def _prompt_tokens(spec: dict) -> int:
-    return spec["shape"]["max_position_embeddings"]
+def _prompt_tokens(job: str, spec: dict) -> int:
+    positions = spec["shape"]["max_position_embeddings"]
+    return positions - spec["max_new_tokens"] if job == "train" else positions
 
 
 def _build(root: Path, shape: dict) -> Path:
@@ -50,13 +52,17 @@ def _train(model_dir: Path, spec: dict) -> None:
     from dataflex_rl.recipe import GRPOSettings
 
     groups = spec["prompts_per_step"]
-    corpus = pd.DataFrame([{"id": str(i), "domain": "math", "source": "digits", "prompt": "7" * _prompt_tokens(spec),
-                            "answer": "1", "answer_format": "exact", "metadata": "{}"} for i in range(groups)])
+    selection = spec.get("selection")  # a gradalign round's options: the first step runs the round
+    rows = groups if selection is None else selection["candidates_per_round"] + selection["validation_size"]
+    prompt = "7" * _prompt_tokens("train", spec)
+    corpus = pd.DataFrame([{"id": str(i), "domain": "math", "source": "digits", "prompt": prompt, "answer": "1",
+                            "answer_format": "exact", "metadata": "{}"} for i in range(rows)])
     settings = GRPOSettings(steps=2, prompts_per_step=groups, rollouts=spec["rollouts"],
                             max_new_tokens=spec["max_new_tokens"], checkpoint_every=2)
-    trainer = EmbeddedGRPOTrainer(model_dir, corpus, MethodSpec("baseline", "baseline", {}, "none"), 0, settings,
-                                  "{question}")
-    assert {len(t) for t in trainer.prompt_tokens} == {_prompt_tokens(spec)}, "a digit is not one token"
+    method = (MethodSpec("baseline", "baseline", {}, "none") if selection is None
+              else MethodSpec("gradalign", "gradalign", selection, "prompt_selection"))
+    trainer = EmbeddedGRPOTrainer(model_dir, corpus, method, 0, settings, "{question}")
+    assert {len(t) for t in trainer.prompt_tokens} == {_prompt_tokens("train", spec)}, "a digit is not one token"
     for _ in range(settings.steps):
         trainer.train_step()
 
@@ -65,7 +71,7 @@ def _score(model_dir: Path, spec: dict) -> None:
     from dataflex_rl.backends.embedded.generation import EmbeddedGenerator
 
     generator = EmbeddedGenerator.load(model_dir)
-    prompts = ["7" * _prompt_tokens(spec)] * spec["batch_size"]
+    prompts = ["7" * _prompt_tokens("score", spec)] * spec["batch_size"]
     generator.generate(prompts, max_new_tokens=spec["max_new_tokens"], batch_size=spec["batch_size"],
                        temperature=0.0, seed=0)
 
@@ -105,6 +111,12 @@ CALIBRATION = [
     ("train", {"shape": SMALL, "prompts_per_step": 4, "rollouts": 5, "max_new_tokens": 4}),
     ("train", {"shape": DEFAULT, "prompts_per_step": 12, "rollouts": 5, "max_new_tokens": 8}),
     ("train", {"shape": WIDE, "prompts_per_step": 8, "rollouts": 4, "max_new_tokens": 16}),
+    ("train", {"shape": SMALL, "prompts_per_step": 4, "rollouts": 5, "max_new_tokens": 4,
+               "selection": {"candidates_per_round": 96, "selection_ratio": 24, "rollouts_candidate": 8,
+                             "rollouts_validation": 16, "validation_size": 8}}),
+    ("train", {"shape": DEFAULT, "prompts_per_step": 12, "rollouts": 5, "max_new_tokens": 8,
+               "selection": {"candidates_per_round": 72, "selection_ratio": 6, "rollouts_candidate": 8,
+                             "rollouts_validation": 16, "validation_size": 8}}),
     ("score", {"shape": SMALL, "batch_size": 64, "max_new_tokens": 4}),
     ("score", {"shape": DEFAULT, "batch_size": 128, "max_new_tokens": 8}),
     ("score", {"shape": WIDE, "batch_size": 64, "max_new_tokens": 16}),
@@ -114,10 +126,15 @@ CALIBRATION = [
 def estimate_mb(job: str, spec: dict) -> float:
     from dataflex_rl.backends.embedded.memory import score_peak_mb, train_peak_mb
     from dataflex_rl.backends.embedded.settings import ModelShape
+    from dataflex_rl.prompt_selection.candidates import SelectionSize
 
     shape = ModelShape(**spec["shape"])
     if job == "train":
-        return train_peak_mb(shape, spec["prompts_per_step"], spec["rollouts"], spec["max_new_tokens"])
+        selection = spec.get("selection")
+        size = selection and SelectionSize(selection["candidates_per_round"],
+                                           max(selection["rollouts_candidate"], selection["rollouts_validation"]))
+        return train_peak_mb(shape, spec["prompts_per_step"], spec["rollouts"], spec["max_new_tokens"],
+                             _prompt_tokens(job, spec), size)
     return score_peak_mb(shape, spec["batch_size"], spec["max_new_tokens"])
 
 
@@ -126,8 +143,8 @@ def main() -> None:
     for job, spec in CALIBRATION:
         batch = {k: v for k, v in spec.items() if k != "shape"}
         measured, estimate = measure(job, spec)["peak_mb"], estimate_mb(job, spec)
-        print(f"{job} h={spec['shape']['hidden_size']} P={_prompt_tokens(spec)} {batch}: measured {measured:.0f} MB, "
-              f"estimate {estimate:.0f} MB ({estimate / measured:.2f}x)")
+        print(f"{job} h={spec['shape']['hidden_size']} P={_prompt_tokens(job, spec)} {batch}: measured {measured:.0f} "
+              f"MB, estimate {estimate:.0f} MB ({estimate / measured:.2f}x)")
 
 
 if __name__ == "__main__":

@@ -22,10 +22,12 @@ from dataflex_rl.backends.base import get_backend
 from dataflex_rl.benchmarks.loaders import benchmark_paths
 from dataflex_rl.benchmarks.registry import REGISTRY
 from dataflex_rl.layout import UNTRAINED
+from dataflex_rl.prompt_selection.candidates import SelectionSize
 from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.sections import filled
 from dataflex_rl.study import EvaluationSettings
 from dataflex_rl.tasks.prompting import render_prompt
+from dataflex_rl.tasks.training_fit import CAP_KEY, prompt_token_cap
 
 # Where a misplaced key belongs, for keys a study is likely to put in the wrong section.
 _KEY_HINTS = {
@@ -43,11 +45,52 @@ def _path(parts) -> str:
     return ".".join(str(p) for p in parts) or "(top level)"
 
 
+def _strict_validator(schema: Mapping[str, Any]):
+    """The schema's validator, except that an integer is an int: JSON Schema counts 4.0 as an integer, which then
+    reaches range(), a tensor shape or a layer size as a float and fails there with a traceback."""
+    from jsonschema.validators import extend, validator_for
+
+    base = validator_for(schema)
+    checker = base.TYPE_CHECKER.redefine("integer", lambda _, value: isinstance(value, int)
+                                         and not isinstance(value, bool))
+    return extend(base, type_checker=checker)(schema)
+
+
+def non_finite_errors(value: Any, parts: tuple = ()) -> list[str]:
+    """Every number that is not finite (YAML's .nan, .inf, -.inf), wherever it is: no setting takes one, and a
+    schema's minimum and maximum let NaN through (every comparison with it is false)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return [f"{_path(parts)}: {value} is not a finite number (YAML reads .nan and .inf as numbers); write the "
+                f"number meant"]
+    if isinstance(value, Mapping):
+        return [error for key, item in value.items() for error in non_finite_errors(item, (*parts, key))]
+    if isinstance(value, list):
+        return [error for index, item in enumerate(value) for error in non_finite_errors(item, (*parts, index))]
+    return []
+
+
+def _reads_as_number(value: Any) -> bool:
+    """Text that Python reads as a number, such as '1e-4' (YAML 1.1 reads exponent notation only with a '.')."""
+    if not isinstance(value, str):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except ValueError:
+        return False
+
+
+def _number_fix(text: str) -> str:
+    """How to write numeric text as a number: YAML 1.1 reads '1e-4' (an exponent without a '.') as text."""
+    mantissa, exponent = text.strip().lower().partition("e")[::2]
+    if not exponent:
+        return "remove the quotes"
+    return (f"YAML reads exponent notation without a decimal point as text — write "
+            f"{mantissa if '.' in mantissa else mantissa + '.0'}e{exponent}")
+
+
 def schema_errors(config: Mapping[str, Any], schema: Mapping[str, Any]) -> list[str]:
     """Every way `config` breaks `schema`, one line each: the key, the value and what it must be."""
-    from jsonschema.validators import validator_for
-
-    validator = validator_for(schema)(schema)
+    validator = _strict_validator(schema)
     name_rule = schema.get("$defs", {}).get("name")  # the study's, the models' and the methods' names
     errors = []
     for error in sorted(validator.iter_errors(config), key=lambda e: [str(p) for p in e.absolute_path]):
@@ -62,9 +105,17 @@ def schema_errors(config: Mapping[str, Any], schema: Mapping[str, Any]) -> list[
         elif error.validator == "required":
             missing = error.message.split("'")[1]
             errors.append(f"{_path([*error.absolute_path, missing])}: required key is missing; add it")
+        elif error.schema is name_rule and error.validator == "maxLength":
+            errors.append(f"{where}: the name {error.instance[:20]!r}… is {len(error.instance)} characters long; it "
+                          f"becomes a path component, so use at most {name_rule['maxLength']}")
         elif error.schema is name_rule:
             errors.append(f"{where}: the name {error.instance!r} is not allowed; it becomes a path and a wildcard "
                           f"value, so use letters, digits and '_', '.', '+', '-' (starting with a letter or digit)")
+        elif error.validator == "type" and error.validator_value == "integer" and isinstance(error.instance, float):
+            errors.append(f"{where}: {error.instance} is not an integer; write it without the decimal point")
+        elif error.validator == "type" and error.validator_value in ("number", "integer") \
+                and _reads_as_number(error.instance):
+            errors.append(f"{where}: {error.instance!r} is text, not a number; {_number_fix(error.instance)}")
         else:
             description = error.schema.get("description")
             hint = "; list each value once" if error.validator == "uniqueItems" else ""
@@ -74,7 +125,7 @@ def schema_errors(config: Mapping[str, Any], schema: Mapping[str, Any]) -> list[
 
 def config_errors(config: Mapping[str, Any], schema: Mapping[str, Any], workdir: str | Path = ".") -> list[str]:
     """Schema errors, or — for a config of the right shape — the semantic ones (which rely on that shape)."""
-    return schema_errors(config, schema) or semantic_errors(config, workdir)
+    return non_finite_errors(config) or schema_errors(config, schema) or semantic_errors(config, workdir)
 
 
 # --- methods --------------------------------------------------------------------------------------------------------
@@ -246,6 +297,35 @@ def training_errors(config: Mapping[str, Any]) -> list[str]:
     return []
 
 
+def _configured_prompt_cap(config: Mapping[str, Any]) -> int | None:
+    return ((config.get("data_validation") or {}).get("corpus") or {}).get("max_prompt_tokens")
+
+
+def prompt_cap_errors(config: Mapping[str, Any]) -> list[str]:
+    """A model that builds its shape must leave room for a prompt beside a response of training.max_new_tokens and an
+    answer of evaluation.max_new_tokens, and a prompt at the configured cap (dataflex_rl.tasks.training_fit) with its
+    response must fit its positions."""
+    max_new_tokens = filled(GRPOSettings, config["training"]).max_new_tokens
+    budgets = (("training.max_new_tokens", max_new_tokens, "a response"),
+               ("evaluation.max_new_tokens", filled(EvaluationSettings, config.get("evaluation")).max_new_tokens,
+                "an answer"))
+    configured = _configured_prompt_cap(config)
+    errors = []
+    for model, entry in config["models"].items():
+        shape = get_backend(entry["backend"]).model_settings(entry).get("shape")
+        if shape is None:
+            continue
+        key, positions = f"models.{model}.shape.max_position_embeddings", shape["max_position_embeddings"]
+        errors += [f"{budget}: {tokens} ≥ {key} {positions}: {what} of that length leaves no position for a prompt; "
+                   f"lower {budget} or raise {key}" for budget, tokens, what in budgets if tokens >= positions]
+        room = positions - max_new_tokens
+        if configured is not None and 1 <= room < configured:
+            errors.append(f"{CAP_KEY}: {configured} + training.max_new_tokens {max_new_tokens} > {key} {positions}: a "
+                          f"prompt at the cap and its response would run past the model's positions; set {CAP_KEY} "
+                          f"to at most {room} or raise {key}")
+    return errors
+
+
 def records_errors(config: Mapping[str, Any], workdir: Path) -> list[str]:
     path = config.get("records_file")
     if path is None:
@@ -306,7 +386,8 @@ def semantic_errors(config: Mapping[str, Any], workdir: str | Path = ".") -> lis
     `workdir` (the workflow's working directory)."""
     workdir = Path(workdir)
     return (method_errors(config) + data_errors(config, workdir) + model_errors(config, workdir)
-            + training_errors(config) + records_errors(config, workdir) + template_errors(config)
+            + training_errors(config) + prompt_cap_errors(config) + records_errors(config, workdir)
+            + template_errors(config)
             + campaign_errors(config, corpus_domains(config)))
 
 
@@ -365,6 +446,17 @@ def corpus_size_errors(config: Mapping[str, Any], workdir: Path) -> list[str]:
             f"training.prompts_per_step to at most {rows}, or raise corpus.items_per_domain or add corpus.files"]
 
 
+def _largest_selection_round(config: Mapping[str, Any]) -> SelectionSize | None:
+    """The most candidates and the most rollouts per prompt of the study's prompt-selection rounds (catalogue
+    defaults filled in; the memory estimate takes both at once), None without a prompt-selection method."""
+    rounds = [CATALOGUE[entry["policy"]].resolve(entry.get("params") or {}) for entry in config["methods"].values()
+              if entry["policy"] in CATALOGUE and CATALOGUE[entry["policy"]].family == "prompt_selection"]
+    if not rounds:
+        return None
+    return SelectionSize(candidates=max(r["candidates_per_round"] for r in rounds),
+                         rollouts=max(max(r["rollouts_candidate"], r["rollouts_validation"]) for r in rounds))
+
+
 def resource_errors(config: Mapping[str, Any], resources: Mapping[str, Mapping[str, Any]],
                     workdir: str | Path = ".") -> list[str]:
     """Problems with the resource requests of the rules that have jobs: `resources` maps a rule to its effective
@@ -384,7 +476,10 @@ def resource_errors(config: Mapping[str, Any], resources: Mapping[str, Mapping[s
     for model, entry in config["models"].items():
         backend = get_backend(entry["backend"])
         if "train" in resources:
-            errors += backend.train_resource_errors(f"models.{model}", entry, training, resources["train"])
+            cap = prompt_token_cap(f"models.{model}", backend.model_settings(entry), training.max_new_tokens,
+                                   _configured_prompt_cap(config))
+            errors += backend.train_resource_errors(f"models.{model}", entry, training, resources["train"], cap,
+                                                    _largest_selection_round(config))
         if "score" in resources:
             errors += backend.score_resource_errors(f"models.{model}", entry, evaluation.batch_size,
                                                     evaluation.max_new_tokens, resources["score"])

@@ -27,12 +27,13 @@ def _base_input(base) -> dict[str, dict[str, str]]:
 
 
 def build_base_model(job: Mapping[str, Any], settings: Mapping[str, Any], *, corpus, out_dir,
-                     threads: int = 1) -> None:
+                     threads: int = 1, prompt_cap=None) -> None:
     """Build the base model directory with its provenance inside, atomically (a sibling temporary directory, renamed
     once complete)."""
     with atomic_directory(out_dir) as tmp:
         get_backend(job["model"]["backend"]).build_base_model(job["model"], corpus=corpus, out_dir=tmp,
-                                                              template=job["template"], threads=threads)
+                                                              template=job["template"], threads=threads,
+                                                              prompt_cap=prompt_cap)
         write_provenance(tmp / PROVENANCE, settings, [tmp], inputs={"corpus": plain_input(corpus)})
 
 
@@ -56,7 +57,7 @@ def training_state(state_dir, settings: Mapping[str, Any], inputs: Mapping[str, 
 
 
 def train_run(job: Mapping[str, Any], settings: Mapping[str, Any], *, base, corpus, checkpoint_every: int,
-              out_model, out_metrics, out_provenance, state_dir, threads: int = 1) -> None:
+              out_model, out_metrics, out_provenance, state_dir, threads: int = 1, prompt_cap=None) -> None:
     inputs = {"corpus": plain_input(corpus), **_base_input(base)}
     state = training_state(state_dir, settings, inputs)
     others = sorted(p.name for p in Path(state_dir).glob("*") if p.is_dir() and p != state)
@@ -67,7 +68,7 @@ def train_run(job: Mapping[str, Any], settings: Mapping[str, Any], *, base, corp
     get_backend(job["model"]["backend"]).train(
         job["model"], base=base, corpus=corpus, method=MethodSpec(**job["method"]), seed=job["seed"],
         training=training, template=job["template"], out_model=out_model, out_metrics=out_metrics,
-        state_dir=state, threads=threads, target_domain=job.get("target_domain"))
+        state_dir=state, threads=threads, prompt_cap=prompt_cap, target_domain=job.get("target_domain"))
     write_provenance(out_provenance, settings, [out_model, out_metrics], inputs)
 
 

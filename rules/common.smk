@@ -15,6 +15,7 @@ from dataflex_rl.plan import hub_benchmarks, matrix_summary, planned_jobs
 from dataflex_rl.records import PROVENANCE_PACKAGES
 from dataflex_rl.report.outputs import figure_paths, table_paths
 from dataflex_rl.study import Study
+from dataflex_rl.tasks.training_fit import prompt_token_cap
 
 # Refuse a bad config before any job is planned: first a key given twice in a config file (Snakemake's loader kept the
 # last one silently), then the schema with messages that name the key and the fix, then the checks a schema cannot
@@ -91,6 +92,15 @@ def previous_budget(wildcards):
     its checkpoint, so it waits for it (and the shorter run's outputs stay its own artefact)."""
     shorter = STUDY.previous_budget(STUDY.run(wildcards.model, wildcards.run))
     return [layout.train_provenance(shorter.model, shorter.name)] if shorter else []
+
+
+def prompt_cap(wildcards, output):
+    """The longest prompt, in tokens, the model's base build and train jobs accept (dataflex_rl/tasks/training_fit.py).
+    A gate, not a setting of the result (a corpus within it trains exactly as before): a function of `output` is a
+    derived param, which Snakemake leaves out of its params rerun trigger."""
+    spec = STUDY.models[wildcards.model]
+    configured = STUDY.data_validation["corpus"].get("max_prompt_tokens")
+    return prompt_token_cap(f"models.{spec.name}", spec.settings, STUDY.training.max_new_tokens, configured)
 
 
 def base_model_input(wildcards):

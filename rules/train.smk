@@ -14,6 +14,7 @@ rule base_model:
     params:
         settings=lambda wc: STUDY.base_slice(wc.model),
         job=lambda wc: STUDY.base_job(wc.model),
+        prompt_cap=prompt_cap,
     script:
         "../workflow_scripts/base_model.py"
 
@@ -46,5 +47,6 @@ rule train:
         # resumable state is not a declared output: Snakemake deletes the outputs of a failed job, and a retry or
         # a Slurm requeue of this job resumes from the checkpoint here (one folder per state key)
         state_dir=lambda wc: layout.train_state(wc.model, wc.run),
+        prompt_cap=prompt_cap,
     script:
         "../workflow_scripts/train.py"

@@ -267,6 +267,12 @@ CASES = [
          ("resources of rule train: mem_mb=500 is below the estimated peak memory of a train job, 576 MB, for "
           "models.tiny-qwen2", "training.prompts_per_step 4 × training.rollouts 5", "train:mem_mb="),
          args=("--set-resources", "train:mem_mb=500")),
+    # A gradalign method's round (144 candidates, 16 rollouts per validation prompt) raises the train estimate to 990 MB.
+    Case("train memory below a prompt selection's round", _method("gradalign", {"policy": "gradalign",
+                                                                                "control": "baseline"}),
+         ("resources of rule train: mem_mb=900 is below the estimated peak memory of a train job, 990 MB",
+          "selection rounds of 144 candidates × 16 rollouts"),
+         args=("--set-resources", "train:mem_mb=900")),
     Case("score memory below the estimate", lambda config, workdir: None,
          ("resources of rule score: mem_mb=700 is below the estimated peak memory of a score job, 787 MB, for "
           "models.tiny-qwen2", "evaluation.batch_size 64", "lower evaluation.batch_size"),
@@ -275,6 +281,45 @@ CASES = [
          _all(_set("models.tiny-qwen2.shape.max_position_embeddings", 4096), _set("evaluation.batch_size", 512)),
          ("resources of rule score: mem_mb=64000 is below the estimated peak memory of a score job, 76094 MB",
           "prompts up to max_position_embeddings 4096 tokens"), args=tuple(SLURM)),
+    # A configured prompt-token cap shrinks the estimate: 40 prompts of up to 100 tokens need 607 MB (1247 MB at the
+    # default cap of 512 − 4 = 508 tokens).
+    Case("train memory at a configured prompt-token cap",
+         _all(_set("training.prompts_per_step", 40), _set("data_validation", {"corpus": {"max_prompt_tokens": 100}})),
+         ("resources of rule train: mem_mb=600 is below the estimated peak memory of a train job, 607 MB",
+          "prompts up to 100 (data_validation.corpus.max_prompt_tokens) tokens"),
+         args=("--set-resources", "train:mem_mb=600")),
+    # the prompt-token cap (dataflex_rl/tasks/training_fit.py) must leave a prompt and its response within the positions
+    Case("prompt-token cap beyond the positions", _set("data_validation", {"corpus": {"max_prompt_tokens": 600}}),
+         ("data_validation.corpus.max_prompt_tokens: 600 + training.max_new_tokens 4 > "
+          "models.tiny-qwen2.shape.max_position_embeddings 512", "to at most 508")),
+    Case("prompt-token cap one past a short model's positions",
+         _all(_set("models.tiny-qwen2.shape.max_position_embeddings", 64),
+              _set("data_validation", {"corpus": {"max_prompt_tokens": 61}})),
+         ("data_validation.corpus.max_prompt_tokens: 61 + training.max_new_tokens 4 > "
+          "models.tiny-qwen2.shape.max_position_embeddings 64", "to at most 60")),
+    Case("response budget filling the positions", _set("training.max_new_tokens", 512),
+         ("training.max_new_tokens: 512 ≥ models.tiny-qwen2.shape.max_position_embeddings 512: a response of that "
+          "length leaves no position for a prompt",)),
+    Case("answer budget filling the positions", _set("evaluation.max_new_tokens", 600),
+         ("evaluation.max_new_tokens: 600 ≥ models.tiny-qwen2.shape.max_position_embeddings 512: an answer of that "
+          "length leaves no position for a prompt",)),
+    # YAML that hides mistakes: numbers that are not what they look like
+    Case("integer written with a decimal point", _set("models.tiny-qwen2.shape.num_attention_heads", 2.0),
+         ("models.tiny-qwen2.shape.num_attention_heads: 2.0 is not an integer; write it without the decimal point",)),
+    Case("batch size written with a decimal point", _set("training.prompts_per_step", 4.0),
+         ("training.prompts_per_step: 4.0 is not an integer",)),
+    Case("learning rate .nan", _set("training.learning_rate", float("nan")),
+         ("training.learning_rate: nan is not a finite number (YAML reads .nan and .inf as numbers)",)),
+    Case("KL coefficient .inf", _set("training.kl_coef", float("inf")),
+         ("training.kl_coef: inf is not a finite number",)),
+    Case("exponent without a decimal point", _set("training.learning_rate", "1e-4"),
+         ("training.learning_rate: '1e-4' is text, not a number; YAML reads exponent notation without a decimal "
+          "point as text — write 1.0e-4",)),
+    Case("quoted number", _set("training.steps", "3"), ("training.steps: '3' is text, not a number; remove the",)),
+    Case("study name ending in a newline", _set("study", "smoke\n"), ("study: the name 'smoke\\n' is not allowed",)),
+    Case("over-long model name", _rename_model("tiny-qwen2", "m" * 150),
+         ("models: the name 'mmmmmmmmmmmmmmmmmmmm'… is 150 characters long; it becomes a path component, so use at "
+          "most 100",)),
     Case("reserved method name", _method("untrained", {"policy": "baseline"}),
          ("methods.untrained: the name 'untrained' is reserved",)),
     Case("method name that cannot be a path", _method("soft/max", {"policy": "softmax", "control": "baseline"}),
@@ -441,13 +486,32 @@ def test_bad_config_is_refused_at_dry_run_naming_the_key(dry_runs, case):
     assert "Building DAG of jobs" not in output  # refused while parsing, before any job is planned
 
 
-def test_resources_that_just_fit_pass(tmp_path):
-    """A batch of the corpus's whole bound (180 prompts) and mem_mb at the estimates themselves (train 3895 MB at 180
-    prompts, score 787 MB) are not refused."""
-    result = _dry_run(Case("fits", _set("training.prompts_per_step", 180), (),
-                           args=("--set-resources", "train:mem_mb=3895", "score:mem_mb=787")), tmp_path)
+@pytest.mark.parametrize("change, train_mb", [
+    (_set("training.prompts_per_step", 180), 3858),
+    (_all(_set("training.prompts_per_step", 40), _set("data_validation", {"corpus": {"max_prompt_tokens": 100}})), 607),
+], ids=["whole corpus bound", "configured prompt-token cap"])
+def test_resources_that_just_fit_pass(tmp_path, change, train_mb):
+    """A batch of the corpus's whole bound (180 prompts) and mem_mb at the estimates themselves (train 3858 MB at 180
+    prompts of up to 508 tokens, or 607 MB at 40 prompts of up to 100; score 787 MB) are not refused."""
+    result = _dry_run(Case("fits", change, (),
+                           args=("--set-resources", f"train:mem_mb={train_mb}", "score:mem_mb=787")), tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "invalid resources" not in result.stderr
+
+
+@pytest.mark.parametrize("configfile, found", [
+    ("nope.yaml", "FileNotFoundError: [Errno 2] No such file or directory: 'nope.yaml'"),
+    ("a_directory", "IsADirectoryError: [Errno 21] Is a directory: 'a_directory'"),
+])
+def test_a_configfile_snakemake_cannot_open_is_named_on_its_last_line(tmp_path, configfile, found):
+    """Snakemake's own CLI opens `--configfile` before the workflow runs, so the Snakefile cannot check it; its last
+    line names the path and what was found (docs/refusals.md)."""
+    (tmp_path / "a_directory").mkdir()
+    result = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--snakefile",
+                             str(REPO / "Snakefile"), "--configfile", configfile], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode != 0
+    assert found in {stream.strip().splitlines()[-1] for stream in (result.stdout, result.stderr) if stream.strip()}
 
 
 def test_the_smoke_config_itself_passes_and_its_summary_counts_the_planned_jobs(tmp_path):

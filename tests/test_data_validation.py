@@ -328,6 +328,14 @@ def test_a_text_field_of_another_type_names_the_field_and_the_type(value, found)
     assert text_type_problem("answer", value) == f"field 'answer' holds {found}, expected text or a number"
 
 
+@pytest.mark.parametrize("field, value, found", [("answer", float("inf"), "a float (inf)"),
+                                                ("question", float("-inf"), "a float (-inf)"),
+                                                ("id", np.float64("inf"), "a float64 (inf)")])
+def test_an_infinite_number_is_a_type_error_not_the_text_inf(field, value, found):
+    """JSON's Infinity and -Infinity parse as floats; written out they would be the gold 'inf' or the prompt '-inf'."""
+    assert text_type_problem(field, value) == f"field {field!r} holds {found}, expected text or a finite number"
+
+
 @pytest.mark.parametrize("value", ["5", 5, 2.5, None, float("nan")])
 def test_text_numbers_and_missing_values_are_not_type_errors(value):
     assert text_type_problem("answer", value) is None
@@ -504,13 +512,15 @@ def test_issue_15_data_files_through_the_corpus_and_benchmark_rules(tmp_path):
     _jsonl(kept / "types.jsonl", _math(4) + [{"question": "What is 1+1?", "answer": ["#### 2"]},
                                              {"question": ["What is 2+2?"], "answer": "4"},
                                              {"question": "What is 3+3?", "answer": {"value": 6}},
-                                             {"question": "Is 2 even?", "answer": True}])
+                                             {"question": "Is 2 even?", "answer": True},
+                                             {"question": "What is 1/0?", "answer": float("inf")}])
     _jsonl(kept / "lengths.jsonl", _math(4, 20) + [{"question": "What is 1+2? " * 2_000, "answer": "3"},
                                                    {"question": "Spell out pi.", "answer": "3" * 2_001}])
     gsm8k = [{"question": f"Tom has {i} apples and buys one. How many?", "answer": f"#### {i + 1}"} for i in range(6)]
     _jsonl(kept / "gsm8k.jsonl", gsm8k + [{**gsm8k[0], "question": gsm8k[0]["question"].upper()},
                                           {"question": "Q?", "answer": ["#### 2"]}, {"question": "x " * 10_001,
-                                                                                    "answer": "#### 1"}])
+                                                                                    "answer": "#### 1"},
+                                          {"question": "How many apples in all?", "answer": float("-inf")}])
     _jsonl(kept / "math500.jsonl", [{"problem": f"What is {i} - {i} + 7?", "answer": "7", "unique_id": f"u{i}"}
                                     for i in range(3)])
     _config(kept, [{"path": n, "domain": "math", "answer_format": "math"} for n in ("types.jsonl", "lengths.jsonl")],
@@ -539,17 +549,18 @@ def test_issue_15_data_files_through_the_corpus_and_benchmark_rules(tmp_path):
 
     assert runs[0].returncode == 0, kept_log[-3000:]
     audit = json.loads((kept / "results/corpus/raw_audit.json").read_text())
-    assert audit["files"]["types.jsonl"]["quarantined_by_reason"] == {"wrong_type": 4}
+    assert audit["files"]["types.jsonl"]["quarantined_by_reason"] == {"wrong_type": 5}
     assert audit["files"]["lengths.jsonl"]["quarantined_by_reason"] == {"answer_too_long": 1, "prompt_too_long": 1}
     details = [json.loads(line)["detail"] for line in (kept / "results/corpus/quarantine.jsonl").open()]
     assert details == ["field 'answer' holds a list (['#### 2']), expected text or a number",
                        "field 'question' holds a list (['What is 2+2?']), expected text or a number",
                        "field 'answer' holds an object ({'value': 6}), expected text or a number",
                        "field 'answer' holds a boolean (True), expected text or a number",
+                       "field 'answer' holds a float (inf), expected text or a finite number",
                        "26000 characters > 20000", "2001 characters > 2000"]
     gsm8k_audit = json.loads((kept / "results/benchmarks/GSM8K.audit.json").read_text())
-    assert gsm8k_audit["files"]["gsm8k.jsonl"] == {"rows_in": 9, "rows_kept": 7, "rows_quarantined": 2,
-                                                  "quarantined_by_reason": {"prompt_too_long": 1, "wrong_type": 1}}
+    assert gsm8k_audit["files"]["gsm8k.jsonl"] == {"rows_in": 10, "rows_kept": 7, "rows_quarantined": 3,
+                                                  "quarantined_by_reason": {"prompt_too_long": 1, "wrong_type": 2}}
     assert gsm8k_audit["duplicate_items_kept"] == 1
     assert len(pd.read_parquet(kept / "results/benchmarks/GSM8K.parquet")) == 7
     math_audit = json.loads((kept / "results/benchmarks/MATH-500.audit.json").read_text())

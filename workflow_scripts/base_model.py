@@ -8,4 +8,5 @@ with job_log(snakemake.log[0]):
         corpus=snakemake.input.corpus,
         out_dir=snakemake.output[0],
         threads=snakemake.threads,
+        prompt_cap=snakemake.params.prompt_cap,
     )

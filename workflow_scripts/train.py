@@ -13,4 +13,5 @@ with job_log(snakemake.log[0]):
         out_provenance=snakemake.output.provenance,
         state_dir=snakemake.params.state_dir,
         threads=snakemake.threads,
+        prompt_cap=snakemake.params.prompt_cap,
     )

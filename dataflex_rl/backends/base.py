@@ -37,23 +37,30 @@ class Backend(Protocol):
         """Why a `models.<m>` entry (at config key `key`) cannot run on this backend, each naming the key and fix."""
 
     def train_resource_errors(self, key: str, entry: Mapping[str, Any], training: GRPOSettings,
-                              resources: Mapping[str, Any]) -> list[str]:
-        """Why a train job of model `entry` (at config key `key`) with these `training` settings cannot run with its
-        merged `resources` on this backend."""
+                              resources: Mapping[str, Any], prompt_cap: Mapping[str, Any] | None,
+                              selection: Any = None) -> list[str]:
+        """Why a train job of model `entry` (at config key `key`) with these `training` settings, on prompts of up to
+        `prompt_cap` (dataflex_rl.tasks.training_fit; None where the backend caps its own), cannot run with its merged
+        `resources` on this backend. `selection`: the study's largest prompt-selection round
+        (prompt_selection.candidates.SelectionSize: candidates and rollouts per prompt), None without one."""
 
     def score_resource_errors(self, key: str, entry: Mapping[str, Any], batch_size: int, max_new_tokens: int,
                               resources: Mapping[str, Any]) -> list[str]:
         """Why a score job of model `entry`, decoding `batch_size` prompts at a time (evaluation.batch_size) up to
         `max_new_tokens`, cannot run with its merged `resources` on this backend."""
 
-    def build_base_model(self, model: Mapping[str, Any], *, corpus, out_dir, template: str, threads: int) -> None:
-        ...
+    def build_base_model(self, model: Mapping[str, Any], *, corpus, out_dir, template: str, threads: int,
+                         prompt_cap: Mapping[str, Any] | None = None) -> None:
+        """Build the base model from the corpus, refusing a prompt longer than `prompt_cap`
+        (dataflex_rl.tasks.training_fit) once the tokenizer exists."""
 
     def train(self, model: Mapping[str, Any], *, base, corpus, method, seed: int, training: GRPOSettings,
-              template: str, out_model, out_metrics, state_dir, threads: int, target_domain: str | None = None) -> None:
+              template: str, out_model, out_metrics, state_dir, threads: int,
+              prompt_cap: Mapping[str, Any] | None = None, target_domain: str | None = None) -> None:
         """Train one run from `base` (None: the backend loads `path`); write the final model directory (Hugging Face
-        layout) and the per-step metrics. `target_domain`: where a prompt selection draws its validation prompts
-        (the unbalanced regime's evaluation domain; None: any)."""
+        layout) and the per-step metrics. Before the first step the corpus must fit the run
+        (dataflex_rl.tasks.training_fit: one step's prompts, each within `prompt_cap`). `target_domain`: where a prompt
+        selection draws its validation prompts (the unbalanced regime's evaluation domain; None: any)."""
 
     def open_generator(self, model: Mapping[str, Any], *, model_dir, threads: int) -> Generator:
         """Load a model directory (a base or a trained run's) for scoring; None: the untrained `path` itself."""

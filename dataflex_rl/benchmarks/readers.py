@@ -77,12 +77,14 @@ class FieldTypeError(UnreadableRowError):
 
 
 def text_field(value, field: str) -> str:
-    """A native field as text: a number written out (JSON golds are often numbers), a missing one (null, NaN) as '',
-    which row validation quarantines as missing; any other type is a FieldTypeError naming `field`."""
+    """A native field as text: a finite number written out (JSON golds are often numbers), a missing one (null, NaN)
+    as '', which row validation quarantines as missing; any other type is a FieldTypeError naming `field`."""
     if value is None or (isinstance(value, (float, np.floating)) and math.isnan(value)):
         return ""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (str, numbers.Number)):
         raise FieldTypeError(wrong_type(field, value, "text"))
+    if isinstance(value, numbers.Number) and math.isinf(value):  # JSON's Infinity: not the gold 'inf'
+        raise FieldTypeError(wrong_type(field, value, "text or a finite number"))
     if isinstance(value, (float, np.floating)) and float(value).is_integer():
         return str(int(value))
     return str(value).strip()

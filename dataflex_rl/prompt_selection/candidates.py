@@ -13,7 +13,17 @@
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from typing import Sequence
+
+
+@dataclass(frozen=True)
+class SelectionSize:
+    """The size of a study's largest prompt-selection round, what a memory estimate needs: M candidates, and the most
+    rollouts a round draws per prompt (max(k_r, k_v))."""
+
+    candidates: int
+    rollouts: int
 
 
 def validation_rows(eligible: Sequence[int], size: int, seed: int) -> list[int]:

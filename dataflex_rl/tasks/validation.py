@@ -196,10 +196,13 @@ def as_text(value) -> str | None:
 
 
 def text_type_problem(field: str, value) -> str | None:
-    """Why a text field's value is of the wrong type (a list, an object, a boolean), or None: text, a number, or a
-    missing value (null, NaN: quarantined as missing, not as a type)."""
-    if value is None or isinstance(value, str) or (isinstance(value, numbers.Number) and not isinstance(value, bool)):
+    """Why a text field's value is of the wrong type (a list, an object, a boolean, an infinite number: JSON's
+    `Infinity`, which would be kept as the text 'inf'), or None: text, a finite number, or a missing value (null, NaN:
+    quarantined as missing, not as a type)."""
+    if value is None or isinstance(value, str):
         return None
+    if isinstance(value, numbers.Number) and not isinstance(value, bool):
+        return wrong_type(field, value, "text or a finite number") if math.isinf(value) else None
     return wrong_type(field, value, "text or a number")
 
 

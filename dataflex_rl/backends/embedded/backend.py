@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from dataflex_rl.backends.embedded.memory import parameter_count, score_peak_mb, train_peak_mb
+from dataflex_rl.prompt_selection.candidates import SelectionSize
 from dataflex_rl.backends.embedded.settings import ModelShape, WarmupSettings
 from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.sections import filled
@@ -43,7 +44,7 @@ def shape_errors(key: str, section: Mapping[str, Any]) -> list[str]:
     return errors
 
 
-def _memory_errors(rule: str, key: str, shape: ModelShape, batch: str, estimate: float,
+def _memory_errors(rule: str, key: str, shape: ModelShape, batch: str, prompts: str, estimate: float,
                    resources: Mapping[str, Any], smaller_batch: str) -> list[str]:
     """The job's `mem_mb` against the estimated peak of its process (dataflex_rl.backends.embedded.memory); no
     `mem_mb`, no check."""
@@ -54,7 +55,7 @@ def _memory_errors(rule: str, key: str, shape: ModelShape, batch: str, estimate:
             f"{math.ceil(estimate)} MB, for {key} ({parameter_count(shape):,} parameters: hidden_size "
             f"{shape.hidden_size}, intermediate_size {shape.intermediate_size}, num_hidden_layers "
             f"{shape.num_hidden_layers}, vocab_size {shape.vocab_size}) with {batch} and prompts up to "
-            f"max_position_embeddings {shape.max_position_embeddings} tokens; the job would grow until the kernel "
+            f"{prompts} tokens; the job would grow until the kernel "
             f"kills it — raise mem_mb to at least {math.ceil(estimate)} (profile set-resources or --set-resources "
             f"{rule}:mem_mb=...), {smaller_batch}, or shrink {key}.shape"]
 
@@ -76,12 +77,20 @@ class EmbeddedBackend:
         return errors
 
     def train_resource_errors(self, key: str, entry: Mapping[str, Any], training: GRPOSettings,
-                              resources: Mapping[str, Any]) -> list[str]:
+                              resources: Mapping[str, Any], prompt_cap: Mapping[str, Any] | None,
+                              selection: SelectionSize | None = None) -> list[str]:
+        """The train job's `mem_mb` against its estimated peak, with every prompt at `prompt_cap`, the longest its
+        corpus is let through (dataflex_rl.tasks.training_fit), and the study's largest prompt-selection round."""
         shape = filled(ModelShape, entry.get("shape"))
-        estimate = train_peak_mb(shape, training.prompts_per_step, training.rollouts, training.max_new_tokens)
+        estimate = train_peak_mb(shape, training.prompts_per_step, training.rollouts, training.max_new_tokens,
+                                 prompt_cap["tokens"], selection)
         batch = (f"training.prompts_per_step {training.prompts_per_step} × training.rollouts {training.rollouts} "
                  f"responses of up to training.max_new_tokens {training.max_new_tokens}")
-        return _memory_errors("train", key, shape, batch, estimate, resources,
+        if selection is not None:
+            batch += (f", and selection rounds of {selection.candidates} candidates × {selection.rollouts} rollouts "
+                      "(a prompt-selection method's candidates_per_round and rollouts)")
+        prompts = f"{prompt_cap['tokens']} ({prompt_cap['source']})"
+        return _memory_errors("train", key, shape, batch, prompts, estimate, resources,
                               "lower training.prompts_per_step or training.rollouts")
 
     def score_resource_errors(self, key: str, entry: Mapping[str, Any], batch_size: int, max_new_tokens: int,
@@ -89,20 +98,23 @@ class EmbeddedBackend:
         shape = filled(ModelShape, entry.get("shape"))
         estimate = score_peak_mb(shape, batch_size, max_new_tokens)
         batch = f"evaluation.batch_size {batch_size} answers of up to evaluation.max_new_tokens {max_new_tokens}"
-        return _memory_errors("score", key, shape, batch, estimate, resources, "lower evaluation.batch_size")
+        prompts = f"max_position_embeddings {shape.max_position_embeddings}"
+        return _memory_errors("score", key, shape, batch, prompts, estimate, resources, "lower evaluation.batch_size")
 
-    def build_base_model(self, model: Mapping[str, Any], *, corpus, out_dir, template: str, threads: int) -> None:
+    def build_base_model(self, model: Mapping[str, Any], *, corpus, out_dir, template: str, threads: int,
+                         prompt_cap=None) -> None:
         from dataflex_rl.backends.embedded.base_model import build_base_model
 
         build_base_model(corpus, out_dir, ModelShape(**model["shape"]), WarmupSettings(**model["warmup"]), template,
-                         threads=threads)
+                         threads=threads, prompt_cap=prompt_cap)
 
     def train(self, model: Mapping[str, Any], *, base, corpus, method, seed: int, training: GRPOSettings,
-              template: str, out_model, out_metrics, state_dir, threads: int, target_domain: str | None = None) -> None:
+              template: str, out_model, out_metrics, state_dir, threads: int, prompt_cap=None,
+              target_domain: str | None = None) -> None:
         from dataflex_rl.backends.embedded.trainer import train_run
 
         train_run(base, corpus, method, seed, training, template, out_model, out_metrics, state_dir, threads=threads,
-                  target_domain=target_domain)
+                  prompt_cap=prompt_cap, target_domain=target_domain)
 
     def open_generator(self, model: Mapping[str, Any], *, model_dir, threads: int):
         from dataflex_rl.backends.embedded.generation import EmbeddedGenerator

@@ -1,7 +1,9 @@
 """Peak resident memory of an embedded train or score job, estimated at dry-run time (torch-free) from the model
 shape, the batch and the lengths, so that a batch that cannot fit in the job's `mem_mb` is refused before it starts.
 
-Every prompt is taken at the longest the model has positions for (`max_position_embeddings`): the estimate bounds the
+Every prompt is taken at the longest a job accepts: a train job's at the prompt-token cap that its corpus is checked
+against before the first step (dataflex_rl.tasks.training_fit; default max_position_embeddings − max_new_tokens), a
+score job's at `max_position_embeddings` (benchmark prompts are not capped in tokens). The estimate thus bounds the
 worst batch a corpus can send, and the model's buffers are counted as if all were alive at once. Float32 throughout,
 as the embedded backend trains and decodes. The process itself (Python, torch, transformers, the job's modules)
 costs `PROCESS_MB`, measured. benchmarks/embedded_memory.py measures real jobs beside this estimate (its docstring
@@ -12,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dataflex_rl.backends.embedded.settings import ModelShape
+from dataflex_rl.prompt_selection.candidates import SelectionSize
 
 # VmHWM of a job process that has imported torch 2.13 (CPU), transformers 5.10 and the job's modules: 436 MB measured,
 # 466-473 MB once it has loaded and run the smallest model (allocator arenas, the tokenizer); rounded up.
@@ -64,15 +67,39 @@ def _pass_floats(d: _Dims, prompt_rows: int, prompt_len: int, response_rows: int
     return (d.layers if for_backward else 1) * per_layer + cache + 2 * tokens * d.vocab
 
 
-def train_peak_mb(shape: ModelShape, prompts_per_step: int, rollouts: int, max_new_tokens: int) -> float:
-    """A GRPO step of the embedded trainer: the policy, the frozen reference, the gradients and AdamW's two moments
-    (5 × the parameters), the policy pass kept for backward, and beside it the reference pass and the rollouts'
-    decoding (each as large as the backward pass's transient buffers)."""
+# What the embedded probe batches (backends/embedded/probe.py DECODE_PROMPTS; prompt_selection.gradients' vmap chunk).
+_PROBE_DECODE_PROMPTS = 64
+_PROBE_GRADIENT_GROUPS = 8
+
+
+def _round_floats(d: _Dims, parameters: int, selection: SelectionSize, max_new_tokens: int, prompt_tokens: int) -> int:
+    """A selection round, in two phases that do not overlap: the decoding of one batch of rollouts; then the
+    candidates' gradient rows [M, P] and a transient of their size, beside one vmap chunk's per-group gradients and
+    its packed backward pass (the prompt once, then the k responses side by side)."""
+    packed = prompt_tokens + selection.rollouts * max_new_tokens
+    chunk = _pass_floats(d, _PROBE_GRADIENT_GROUPS, packed, 0, 0, activation_floats=12 * d.hidden + 5 * d.intermediate,
+                         for_backward=True)
+    prompts = min(selection.candidates, _PROBE_DECODE_PROMPTS)
+    decode = _pass_floats(d, prompts, prompt_tokens, prompts * selection.rollouts, max_new_tokens,
+                          activation_floats=2 * d.hidden + 3 * d.intermediate, for_backward=False)
+    return max(decode, (2 * selection.candidates + _PROBE_GRADIENT_GROUPS) * parameters + chunk)
+
+
+def train_peak_mb(shape: ModelShape, prompts_per_step: int, rollouts: int, max_new_tokens: int,
+                  prompt_tokens: int, selection: SelectionSize | None = None) -> float:
+    """A GRPO step of the embedded trainer on prompts of up to `prompt_tokens`: the policy, the frozen reference, the
+    gradients and AdamW's two moments (5 × the parameters), the policy pass kept for backward, and beside it the
+    reference pass and the rollouts' decoding (each as large as the backward pass's transient buffers); with a prompt
+    selection, the larger of that step and a selection round (`_round_floats`), which runs between steps."""
     d = _Dims.of(shape)
-    batch = (prompts_per_step, d.positions, prompts_per_step * rollouts, max_new_tokens)
+    parameters = parameter_count(shape)
+    batch = (prompts_per_step, prompt_tokens, prompts_per_step * rollouts, max_new_tokens)
     policy = _pass_floats(d, *batch, activation_floats=12 * d.hidden + 5 * d.intermediate, for_backward=True)
     no_grad = _pass_floats(d, *batch, activation_floats=2 * d.hidden + 3 * d.intermediate, for_backward=False)
-    floats = 5 * parameter_count(shape) + policy + 2 * no_grad
+    step = policy + 2 * no_grad
+    if selection is not None:
+        step = max(step, _round_floats(d, parameters, selection, max_new_tokens, prompt_tokens))
+    floats = 5 * parameters + step
     return PROCESS_MB + floats * _FLOAT / 2**20
 
 

@@ -39,6 +39,7 @@ from dataflex_rl.regimes.low_utility import is_easy
 from dataflex_rl.regimes.noisy_rewards import noisy_reward_p
 from dataflex_rl.methods import MethodSpec
 from dataflex_rl.tasks.prompting import render_prompt
+from dataflex_rl.tasks.training_fit import check_prompt_tokens, check_prompts_per_step
 
 
 def _batch_health(rewards: torch.Tensor, token_mask: torch.Tensor) -> dict[str, str]:
@@ -248,13 +249,16 @@ class EmbeddedGRPOTrainer:
 
 
 def train_run(base_dir, corpus_path, method: MethodSpec, seed: int, settings: GRPOSettings, template: str,
-              out_model, out_metrics, state_dir, threads: int = 1, progress: bool = True,
+              out_model, out_metrics, state_dir, threads: int = 1, progress: bool = True, prompt_cap=None,
               target_domain: str | None = None) -> None:
     """Train one (model, method, seed) run; write its final model directory (Hugging Face layout, loadable by
-    transformers or vLLM like the base) and its per-step metrics, each atomically."""
+    transformers or vLLM like the base) and its per-step metrics, each atomically. Before the first step, the corpus
+    the run trains on must hold one step's prompts, each within `prompt_cap` tokens (dataflex_rl.tasks.training_fit)."""
     torch.set_num_threads(threads)
     corpus = pd.read_parquet(corpus_path)
+    check_prompts_per_step(len(corpus), settings.prompts_per_step, str(corpus_path))
     trainer = EmbeddedGRPOTrainer(base_dir, corpus, method, seed, settings, template, target_domain)
+    check_prompt_tokens(list(corpus["id"]), [len(p) for p in trainer.prompt_tokens], prompt_cap, str(corpus_path))
     metrics = trainer.train(Path(state_dir), progress=progress)
     metrics.insert(0, "method", method.name)
     metrics.insert(1, "seed", seed)

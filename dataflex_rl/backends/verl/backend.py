@@ -38,7 +38,8 @@ class VerlBackend:
                          f"backend loads `path` — remove it" for section in ("shape", "warmup") if section in entry]
 
     def train_resource_errors(self, key: str, entry: Mapping[str, Any], training: GRPOSettings,
-                              resources: Mapping[str, Any]) -> list[str]:
+                              resources: Mapping[str, Any], prompt_cap: Mapping[str, Any] | None,
+                              selection=None) -> list[str]:
         """verl asserts that train_batch_size × rollout.n (prompts_per_step × rollouts; the recipe sets
         ppo_mini_batch_size = train_batch_size) divides evenly over the train job's GPUs. Its memory (FSDP shards,
         vLLM's KV cache on the GPU) is not estimated here: no GPU run calibrates it."""
