@@ -9,7 +9,7 @@ from dataflex_rl import layout
 from dataflex_rl.backends.base import get_backend
 from dataflex_rl.benchmarks.loaders import benchmark_paths
 from dataflex_rl.config_checks import config_errors, resource_errors
-from dataflex_rl.duplicate_keys import duplicate_key_errors
+from dataflex_rl.config_yaml import config_yaml_errors
 from dataflex_rl.policies.catalogue import CATALOGUE
 from dataflex_rl.plan import hub_benchmarks, matrix_summary, planned_jobs
 from dataflex_rl.records import PROVENANCE_PACKAGES
@@ -18,11 +18,11 @@ from dataflex_rl.study import Study
 from dataflex_rl.tasks.training_fit import prompt_token_cap
 
 # Refuse a bad config before any job is planned: first a key given twice in a config file (Snakemake's loader kept the
-# last one silently), then the schema with messages that name the key and the fix, then the checks a schema cannot
+# last one silently) or a value YAML reads as another type than it looks (`no`, `0x10`), then the schema with messages that name the key and the fix, then the checks a schema cannot
 # express (dataflex_rl/config_checks.py; every refusal is listed in docs/refusals.md). Paths in the config are
 # relative to the working directory (--directory).
 _SCHEMA = yaml.safe_load((Path(workflow.basedir) / "config/schema.yaml").read_text())
-_errors = [error for path in workflow.configfiles for error in duplicate_key_errors(path)]
+_errors = [error for path in workflow.configfiles for error in config_yaml_errors(path)]
 _errors = _errors or config_errors(config, _SCHEMA, Path.cwd())
 if _errors:
     raise ValueError(f"invalid configuration ({len(_errors)} problem(s)):\n  - " + "\n  - ".join(_errors))

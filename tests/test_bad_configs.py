@@ -401,6 +401,18 @@ CASES = [
         "keep one (merge them if both are sections)"),
          text=_insert_after(_line("methods:"), "  softmax: {policy: softmax, params: {temperature: 0.5}, "
                                                 "control: baseline}\n")),
+    # plain values YAML 1.1 reads as another type than they look
+    Case("a YAML 1.1 boolean word", _unchanged, ("benchmarks.hub_fallback at line 2: 'no' is read by YAML as a "
+                                                 "boolean, false; write false if that is meant, or quote it",),
+         text=_insert_after(_line("benchmarks:"), "  hub_fallback: no\n")),
+    Case("octal and hex numbers", _unchanged, (
+        "benchmarks.items at line", "'010' is read by YAML as a number, 8; write 8 if that is meant",
+        "corpus.items_per_domain at line", "'0x3c' is read by YAML as a number, 60"),
+         text=lambda text: text.replace("  items: 8\n", "  items: 010\n").replace("  items_per_domain: 60\n",
+                                                                                   "  items_per_domain: 0x3c\n")),
+    Case("a study name YAML reads as a boolean", _set("study", "placeholder"),
+         ("study at line", "'on' is read by YAML as a boolean, true; write true if that is meant, or quote it (\"on\")"),
+         text=lambda text: text.replace("study: placeholder", "study: on")),
     # campaigns and regimes (docs/regimes.md)
     Case("a regime defined twice", _unchanged, (
         "duplicate key 'regimes.noisy' at lines",
