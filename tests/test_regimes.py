@@ -27,7 +27,7 @@ from dataflex_rl.regimes.sampling import largest_remainder
 from dataflex_rl.tasks.corpus import build_corpus, load_benchmark_file
 from dataflex_rl.tasks.prompting import render_item_prompt
 from dataflex_rl.verify.verifiers import reward
-from tests.tiny_base import TEMPLATE, tiny_base
+from tiny_base import TEMPLATE, tiny_base
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "benchmarks"

@@ -9,7 +9,7 @@ from dataflex_rl.backends.embedded.settings import WarmupSettings
 from dataflex_rl.backends.embedded.trainer import EmbeddedGRPOTrainer
 from dataflex_rl.methods import MethodSpec
 from dataflex_rl.recipe import GRPOSettings
-from tests.tiny_base import TEMPLATE, tiny_base
+from tiny_base import TEMPLATE, tiny_base
 
 
 @pytest.fixture(scope="module")
