@@ -285,7 +285,7 @@ def model_errors(config: Mapping[str, Any], workdir: Path) -> list[str]:
     """Each model entry checked by its backend (dataflex_rl.backends.base: `config_errors`)."""
     return [error for model, entry in config["models"].items()
             for error in get_backend(entry["backend"]).config_errors(f"models.{model}", entry, workdir,
-                                                                     "records_file" in config)]
+                                                                     "records_file" in config, config["methods"])]
 
 
 def training_errors(config: Mapping[str, Any]) -> list[str]:
