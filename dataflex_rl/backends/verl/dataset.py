@@ -25,7 +25,8 @@ def verl_row(index: int, item: Mapping[str, Any], template: str) -> dict[str, An
         "prompt": [{"role": "user", "content": render_prompt(item["prompt"], template)}],
         "ability": item["domain"],
         "reward_model": {"style": "rule", "ground_truth": item["answer"]},
-        "extra_info": {"row": index, "id": item["id"], "domain": item["domain"],
+        # `question`: the raw question, which a procedural verifier hands to reasoning-gym with the answer
+        "extra_info": {"row": index, "id": item["id"], "domain": item["domain"], "question": item["prompt"],
                        "answer_format": item["answer_format"], "metadata": item["metadata"],
                        "noise_p": noisy_reward_p(item)},
         "domain": item["domain"],

@@ -37,6 +37,7 @@ VERL_METRICS = {
     "seconds": "timing_s/step",
 }
 METRICS_GLOB = "verl_metrics.attempt*.jsonl"
+LOG_GLOB = "verl.attempt*.log"
 
 
 class VerlRunError(RuntimeError):
@@ -49,7 +50,8 @@ def final_actor_dir(checkpoint_dir: Path, steps: int) -> Path:
 
 
 def next_attempt(state_dir: Path) -> int:
-    return len(list(Path(state_dir).glob(METRICS_GLOB))) + 1
+    """One more than the attempts so far, counted by their logs (an attempt that failed early has no metrics)."""
+    return len(list(Path(state_dir).glob(LOG_GLOB))) + 1
 
 
 def verl_command(overrides: Sequence[str]) -> list[str]:
