@@ -85,7 +85,7 @@ def test_overrides_compose_with_verls_ppo_trainer_and_pass_its_validation(tmp_pa
     # the schedule: steps end the run, epochs never do; checkpoints in the state folder, resumed automatically
     assert cfg.trainer.total_training_steps == training.steps and cfg.trainer.total_epochs >= training.steps
     assert cfg.trainer.save_freq == training.checkpoint_every and cfg.trainer.resume_mode == "auto"
-    assert cfg.trainer.default_local_dir == str(files.checkpoint_dir)
+    assert cfg.trainer.default_local_dir == str(files.checkpoint_dir) and cfg.trainer.max_actor_ckpt_to_keep == 1
     assert cfg.trainer.n_gpus_per_node == gpus and cfg.trainer.nnodes == 1 and cfg.ray_kwargs.ray_init.num_cpus == 48
     assert list(cfg.trainer.logger) == ["console", "file"]
     # the plugin's trainer, its job file, the reward module by package (a file path would load a second copy)
@@ -127,3 +127,22 @@ def test_the_dry_runs_batch_check_predicts_verls_refusal(tmp_path, prompts, roll
     else:
         _validate(cfg)
     assert bool(predicted) == bool((prompts * rollouts) % gpus)  # the hand count: responses modulo GPUs
+
+
+def test_verl_loads_our_reward_by_package_with_the_runs_seed(tmp_path):
+    """verl's own loader (trainer/ppo/reward.py) resolves the composed reward settings to our compute_score, the
+    same module object (pkg://, not a second copy from a file), called with the run's seed."""
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+
+    import dataflex_rl.backends.verl.reward as reward
+
+    cfg = _compose(run_overrides("m", GRPOSettings(), 11, gpus=1, cpus=2, files=_files(tmp_path), attention="sdpa"))
+    score = get_custom_reward_fn(cfg)
+    assert score.args[0] is reward.compute_score  # verl wraps the function it loaded with its reward_kwargs
+    info = {"id": "q-1", "domain": "math", "question": "1+1", "answer_format": "math", "metadata": "{}",
+            "noise_p": 0.5}
+    responses = [f"response {i}" for i in range(64)]
+    draws = [score(data_source="s", solution_str=r, ground_truth="2", extra_info=info) for r in responses]
+    assert draws == [reward.compute_score("s", r, "2", info, seed=11) for r in responses]
+    assert draws != [reward.compute_score("s", r, "2", info, seed=12) for r in responses]
+    assert score(data_source="s", solution_str="\\boxed{2}", ground_truth="2", extra_info={**info, "noise_p": None}) == 1

@@ -98,6 +98,9 @@ def run_overrides(model_path: str, training: GRPOSettings, seed: int, *, gpus: i
         f"trainer.save_freq={training.checkpoint_every}",
         "trainer.resume_mode=auto",
         f"trainer.default_local_dir={files.checkpoint_dir}",
+        # keep the latest checkpoint only: a 7B actor with its optimiser state is ~100 GB, and verl keeps every one
+        # by default; the final one is hard-linked out as the run's model (dataflex_rl.backends.verl.launch)
+        "trainer.max_actor_ckpt_to_keep=1",
         "trainer.val_before_train=False",
         "trainer.test_freq=-1",
         # the per-step metrics: `file` writes one JSON line per step (the path comes from VERL_FILE_LOGGER_PATH)
