@@ -14,6 +14,7 @@ from dataflex_rl.backends.verl.dataset import write_verl_corpus
 from dataflex_rl.backends.verl.job import VerlRunJob
 from dataflex_rl.backends.verl.launch import VerlRunError, metrics_frame, read_verl_metrics, run_verl, train_verl_run
 from dataflex_rl.backends.verl.reward import compute_score
+from dataflex_rl.config_checks import model_errors
 from dataflex_rl.methods import MethodSpec
 from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.regimes.noisy_rewards import NOISY_REWARD_KEY
@@ -236,3 +237,20 @@ def test_prompt_selection_methods_are_refused_on_a_verl_model_naming_each(tmp_pa
     assert "'gradalign' is a prompt_selection method, which the verl backend (models.qwen) does not run" in errors[0]
     assert get_backend("embedded").config_errors("models.tiny", {"backend": "embedded"}, tmp_path, False,
                                                  methods) == []
+
+
+@pytest.mark.parametrize("campaigns, refused", [
+    (None, ["methods.gradalign.policy"]),  # no campaigns: every method trains on every model
+    ({"main": {"models": ["tiny"]}}, []),  # only the embedded model trains
+    ({"cpu": {"models": ["tiny"], "methods": ["baseline", "gradalign"]},
+      "gpu": {"models": ["qwen"], "methods": ["baseline", "topk"]}}, []),
+    ({"cpu": {"models": ["tiny"], "methods": ["baseline"]}, "gpu": {"methods": ["baseline", "gradalign"]}},
+     ["methods.gradalign.policy"]),  # a campaign naming no models trains them all
+])
+def test_a_prompt_selection_is_refused_only_where_a_campaign_trains_it_on_a_verl_model(tmp_path, campaigns, refused):
+    config = {"models": {"tiny": {"backend": "embedded"}, "qwen": {"backend": "verl", "path": "Qwen/Qwen2.5-7B"}},
+              "methods": {"baseline": {"policy": "baseline"}, "topk": {"policy": "topk", "control": "baseline"},
+                          "gradalign": {"policy": "gradalign", "control": "baseline"}}}
+    if campaigns:
+        config["campaigns"] = campaigns
+    assert [error.split(":")[0] for error in model_errors(config, tmp_path)] == refused

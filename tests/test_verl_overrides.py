@@ -145,4 +145,5 @@ def test_verl_loads_our_reward_by_package_with_the_runs_seed(tmp_path):
     draws = [score(data_source="s", solution_str=r, ground_truth="2", extra_info=info) for r in responses]
     assert draws == [reward.compute_score("s", r, "2", info, seed=11) for r in responses]
     assert draws != [reward.compute_score("s", r, "2", info, seed=12) for r in responses]
-    assert score(data_source="s", solution_str="\\boxed{2}", ground_truth="2", extra_info={**info, "noise_p": None}) == 1
+    verified = {**info, "noise_p": None}
+    assert score(data_source="s", solution_str="\\boxed{2}", ground_truth="2", extra_info=verified) == 1
