@@ -281,11 +281,24 @@ def benchmark_file_errors(config: Mapping[str, Any], workdir: Path) -> list[str]
     return errors
 
 
+def _methods_trained_on(config: Mapping[str, Any], model: str) -> dict[str, Any]:
+    """The method entries a study trains on `model`: every one, or with campaigns those of the campaigns that train
+    it (a campaign that names no models or methods takes all of them)."""
+    campaigns = [entry or {} for entry in (config.get("campaigns") or {}).values()]
+    if not campaigns:
+        return dict(config["methods"])
+    names = {name for entry in campaigns if model in entry.get("models", config["models"])
+             for name in entry.get("methods", config["methods"])}
+    return {name: entry for name, entry in config["methods"].items() if name in names}
+
+
 def model_errors(config: Mapping[str, Any], workdir: Path) -> list[str]:
-    """Each model entry checked by its backend (dataflex_rl.backends.base: `config_errors`)."""
+    """Each model entry, and the methods it trains, checked by its backend (dataflex_rl.backends.base:
+    `config_errors`)."""
     return [error for model, entry in config["models"].items()
             for error in get_backend(entry["backend"]).config_errors(f"models.{model}", entry, workdir,
-                                                                     "records_file" in config)]
+                                                                     "records_file" in config,
+                                                                     _methods_trained_on(config, model))]
 
 
 def training_errors(config: Mapping[str, Any]) -> list[str]:

@@ -1,5 +1,5 @@
-"""The backend registry: the names a config may use, each backend's resolved model settings, and the honest refusal
-of the backend that is not part of this version."""
+"""The backend registry: the names a config may use, each backend's resolved model settings, and the honest refusals
+of what a backend does not do (the verl backend's training: tests/test_verl_data.py)."""
 from pathlib import Path
 
 import pytest
@@ -28,11 +28,12 @@ def test_embedded_model_settings_fill_the_shape_and_warm_up_defaults():
         "backend": "verl", "path": "Qwen/Qwen2.5-7B"}
 
 
-def test_the_verl_backend_refuses_to_run_naming_what_is_missing(tmp_path):
+def test_the_verl_backend_refuses_what_it_does_not_do_naming_what_is_missing(tmp_path):
     verl = get_backend("verl")
     assert not verl.builds_base_model and verl.conda_env == "../envs/gpu.yaml"
-    with pytest.raises(NotImplementedError, match="training: the 'verl' backend is not available in this version"):
-        verl.train({"backend": "verl", "path": "Qwen/Qwen2.5-7B"})
+    with pytest.raises(NotImplementedError, match="the verl backend builds no base model; it loads `path` "
+                                                  "\\('Qwen/Qwen2.5-7B'\\) and scores it untrained"):
+        verl.build_base_model({"backend": "verl", "path": "Qwen/Qwen2.5-7B"})
     with pytest.raises(NotImplementedError, match="scoring: the 'verl' backend is not available"):
         verl.open_generator({"backend": "verl", "path": "Qwen/Qwen2.5-7B"})
 

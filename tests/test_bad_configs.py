@@ -234,6 +234,14 @@ CASES = [
           "benchmarks.files.BBH-logical-deduction: 'data/bbh/five.json' does not exist")),
     Case("verl local model path missing", _verl(path="./weights/qwen-7b"),
          ("models.qwen.path: local path './weights/qwen-7b' does not exist",)),
+    Case("prompt selection on a verl model", _all(_verl(), _method("gradalign", {
+        "policy": "gradalign", "control": "baseline"})),
+         ("methods.gradalign.policy: 'gradalign' is a prompt_selection method, which the verl backend (models.qwen) "
+          "does not run in this version", "remove the method, or run it on an embedded model")),
+    Case("two prompt selections on a verl model", _all(_verl(), _method("simacc", {
+        "policy": "simacc", "control": "baseline"}), _method("align", {"policy": "align", "control": "baseline"})),
+         ("methods.simacc.policy: 'simacc' is a prompt_selection method, which the verl backend (models.qwen)",
+          "methods.align.policy: 'align' is a prompt_selection method")),
     Case("embedded model given a path", _set("models.tiny-qwen2.path", "Qwen/Qwen2.5-7B"),
          ("models.tiny-qwen2.path: 'Qwen/Qwen2.5-7B'", "reads no path")),
     Case("unknown backend", _set("models.tiny-qwen2.backend", "verll"),

@@ -33,8 +33,10 @@ class Backend(Protocol):
     def model_settings(self, entry: Mapping[str, Any]) -> dict[str, Any]:
         """A config `models.<m>` entry with every default filled in: what the model's artefacts depend on."""
 
-    def config_errors(self, key: str, entry: Mapping[str, Any], workdir: Path, records_only: bool) -> list[str]:
-        """Why a `models.<m>` entry (at config key `key`) cannot run on this backend, each naming the key and fix."""
+    def config_errors(self, key: str, entry: Mapping[str, Any], workdir: Path, records_only: bool,
+                      methods: Mapping[str, Mapping[str, Any]]) -> list[str]:
+        """Why a `models.<m>` entry (at config key `key`), or one of the study's `methods` on it, cannot run on this
+        backend, each naming the key and fix."""
 
     def train_resource_errors(self, key: str, entry: Mapping[str, Any], training: GRPOSettings,
                               resources: Mapping[str, Any], prompt_cap: Mapping[str, Any] | None,
@@ -56,11 +58,12 @@ class Backend(Protocol):
 
     def train(self, model: Mapping[str, Any], *, base, corpus, method, seed: int, training: GRPOSettings,
               template: str, out_model, out_metrics, state_dir, threads: int,
-              prompt_cap: Mapping[str, Any] | None = None, target_domain: str | None = None) -> None:
-        """Train one run from `base` (None: the backend loads `path`); write the final model directory (Hugging Face
-        layout) and the per-step metrics. Before the first step the corpus must fit the run
-        (dataflex_rl.tasks.training_fit: one step's prompts, each within `prompt_cap`). `target_domain`: where a prompt
-        selection draws its validation prompts (the unbalanced regime's evaluation domain; None: any)."""
+              prompt_cap: Mapping[str, Any] | None = None, target_domain: str | None = None, gpus: int = 0) -> None:
+        """Train one run from `base` (None: the backend loads `path`) on `gpus` GPUs (the train job's `gpu` resource;
+        0 on the embedded backend); write the final model directory and the per-step metrics. Before the first step
+        the corpus must fit the run (dataflex_rl.tasks.training_fit: one step's prompts, each within `prompt_cap`).
+        `target_domain`: where a prompt selection draws its validation prompts (the unbalanced regime's evaluation
+        domain; None: any)."""
 
     def open_generator(self, model: Mapping[str, Any], *, model_dir, threads: int) -> Generator:
         """Load a model directory (a base or a trained run's) for scoring; None: the untrained `path` itself."""

@@ -23,12 +23,23 @@ NOISY_REWARD_KEY = "noisy_reward_p"
 _UNIT = 2.0**-53
 
 
+def _bernoulli(key: list, p: float) -> float:
+    """1.0 with probability p: a uniform draw from the top 53 bits of the digest of `key` (JSON)."""
+    digest = hashlib.blake2b(json.dumps(key).encode(), digest_size=8).digest()
+    return 1.0 if (int.from_bytes(digest, "big") >> 11) * _UNIT < p else 0.0
+
+
 def noisy_reward(seed: int, prompt_id: str, step: int, rollout: int, p: float) -> float:
-    """1.0 with probability p, independent of the response: a uniform draw from the top 53 bits of the digest of
-    (seed, prompt id, step, rollout)."""
-    key = json.dumps([seed, prompt_id, step, rollout]).encode()
-    draw = (int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") >> 11) * _UNIT
-    return 1.0 if draw < p else 0.0
+    """1.0 with probability p, independent of the response: drawn per (seed, prompt id, step, rollout)."""
+    return _bernoulli([seed, prompt_id, step, rollout], p)
+
+
+def noisy_reward_of_response(seed: int, prompt_id: str, response: str, p: float) -> float:
+    """1.0 with probability p, drawn per (seed, prompt id, response text): for a trainer whose reward function sees
+    neither the step nor the rollout index (verl's compute_score). The response only keys the draw, so the reward is
+    still unrelated to its correctness; but the same text of the same prompt always gets the same reward, where
+    `noisy_reward` draws each rollout of each step afresh."""
+    return _bernoulli([seed, prompt_id, "response", response], p)
 
 
 def noisy_reward_p(item: Mapping) -> float | None:

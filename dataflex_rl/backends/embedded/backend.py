@@ -69,7 +69,8 @@ class EmbeddedBackend:
         return {"backend": self.name, "shape": asdict(filled(ModelShape, entry.get("shape"))),
                 "warmup": asdict(filled(WarmupSettings, entry.get("warmup")))}
 
-    def config_errors(self, key: str, entry: Mapping[str, Any], workdir: Path, records_only: bool) -> list[str]:
+    def config_errors(self, key: str, entry: Mapping[str, Any], workdir: Path, records_only: bool,
+                      methods: Mapping[str, Mapping[str, Any]]) -> list[str]:
         errors = shape_errors(f"{key}.shape", entry.get("shape") or {})
         if "path" in entry:
             errors.insert(0, f"{key}.path: {entry['path']!r} — the embedded backend builds its model from `shape` and "
@@ -110,7 +111,7 @@ class EmbeddedBackend:
 
     def train(self, model: Mapping[str, Any], *, base, corpus, method, seed: int, training: GRPOSettings,
               template: str, out_model, out_metrics, state_dir, threads: int, prompt_cap=None,
-              target_domain: str | None = None) -> None:
+              target_domain: str | None = None, gpus: int = 0) -> None:
         from dataflex_rl.backends.embedded.trainer import train_run
 
         train_run(base, corpus, method, seed, training, template, out_model, out_metrics, state_dir, threads=threads,

@@ -1,0 +1,160 @@
+"""One verl run: write its inputs into the run's state folder, run `python -m verl.trainer.main_ppo` to the last step
+(resuming from the folder's checkpoints), then turn verl's per-step metrics into our metrics.parquet and put the final
+actor checkpoint where the merge job reads it.
+
+Each launch is an attempt with its own numbered metrics file and log in the state folder: verl's file logger truncates
+its file when it starts, so a resumed attempt would otherwise erase the steps before it. A step logged by several
+attempts (one that ran again after a requeue) is taken from the latest.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+
+from dataflex_rl.atomic import atomic_directory, remove_partial_writes, write_parquet
+from dataflex_rl.backends.verl.dataset import write_verl_corpus
+from dataflex_rl.backends.verl.job import VerlRunJob
+from dataflex_rl.backends.verl.overrides import DEFAULT_PROMPT_TOKENS, RunFiles, attention_implementation, run_overrides
+from dataflex_rl.methods import MethodSpec
+from dataflex_rl.recipe import GRPOSettings
+from dataflex_rl.tasks.training_fit import check_prompts_per_step
+
+POLICY_PREFIX = "dataflex/"  # the trainer's policy-driver columns in verl's metrics (PolicyDriver.metrics)
+# our metrics column ← verl 0.9.1's key (workers/utils/losses.py, trainer/ppo/metric_utils.py, v1/trainer_base.py)
+VERL_METRICS = {
+    "pg_loss": "actor/pg_loss",
+    "kl": "actor/kl_loss",
+    "clip_fraction": "actor/pg_clipfrac",
+    "grad_norm": "actor/grad_norm",
+    "mean_response_length": "response_length/mean",
+    "seconds": "timing_s/step",
+}
+METRICS_GLOB = "verl_metrics.attempt*.jsonl"
+LOG_GLOB = "verl.attempt*.log"
+
+
+class VerlRunError(RuntimeError):
+    """verl stopped before the run's last step."""
+
+
+def final_actor_dir(checkpoint_dir: Path, steps: int) -> Path:
+    """Where verl saves the actor's FSDP shards and `huggingface/` folder at the last step."""
+    return Path(checkpoint_dir) / f"global_step_{steps}" / "actor"
+
+
+def next_attempt(state_dir: Path) -> int:
+    """One more than the attempts so far, counted by their logs (an attempt that failed early has no metrics)."""
+    return len(list(Path(state_dir).glob(LOG_GLOB))) + 1
+
+
+def verl_command(overrides: Sequence[str]) -> list[str]:
+    return [sys.executable, "-m", "verl.trainer.main_ppo", *overrides]
+
+
+def run_verl(overrides: Sequence[str], state_dir: Path) -> Path:
+    """Run main_ppo as a subprocess, its output streamed to this job's stderr (the train job's log) and to the
+    attempt's own log; returns the attempt's metrics file. A nonzero exit raises VerlRunError naming that log."""
+    attempt = next_attempt(state_dir)
+    metrics_path = Path(state_dir) / f"verl_metrics.attempt{attempt}.jsonl"
+    log_path = Path(state_dir) / f"verl.attempt{attempt}.log"
+    command = verl_command(overrides)
+    environment = {**os.environ, "VERL_FILE_LOGGER_PATH": str(metrics_path.resolve())}
+    print(f"verl attempt {attempt}: {' '.join(command)}", file=sys.stderr, flush=True)
+    with open(log_path, "w") as log, subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                                      text=True, env=environment) as process:
+        for line in process.stdout:
+            log.write(line)
+            sys.stderr.write(line)
+        code = process.wait()
+    if code:
+        raise VerlRunError(f"verl (python -m verl.trainer.main_ppo) exited with code {code}; its output is in "
+                           f"{log_path} (and this job's log). A rerun resumes from the last checkpoint in "
+                           f"{state_dir}")
+    return metrics_path
+
+
+def read_verl_metrics(paths: Sequence[Path]) -> dict[int, dict]:
+    """verl's file-logger lines ({"step": global step, "data": {key: value}}) by global step; where attempts repeat a
+    step, the later file in `paths` wins."""
+    steps: dict[int, dict] = {}
+    for path in paths:
+        for line in Path(path).read_text().splitlines():
+            if line.strip():
+                record = json.loads(line)
+                steps[int(record["step"])] = record["data"]
+    return steps
+
+
+def attempt_files(state_dir: Path) -> list[Path]:
+    return sorted(Path(state_dir).glob(METRICS_GLOB), key=lambda p: int(p.stem.split("attempt")[-1]))
+
+
+def metrics_frame(steps: dict[int, dict], last_step: int, method: str, seed: int, attention: str) -> pd.DataFrame:
+    """Our per-step metrics from verl's: step counted from 0 as in the embedded trainer (verl's global step 1 is
+    step 0), the policy driver's columns without their prefix, the verl values we name (VERL_METRICS) where verl logged
+    them, and the attention implementation the run trained with. Every step 1..last_step must be there."""
+    missing = [step for step in range(1, last_step + 1) if step not in steps]
+    if missing:
+        raise VerlRunError(f"verl's metrics lack global steps {missing[:5]}{' ...' if len(missing) > 5 else ''} of "
+                           f"1..{last_step}; the run did not log every step — rerun the train job")
+    rows = []
+    for step in range(1, last_step + 1):
+        data = steps[step]
+        row = {"method": method, "seed": seed, "step": step - 1}
+        row.update({key.removeprefix(POLICY_PREFIX): value for key, value in data.items()
+                    if key.startswith(POLICY_PREFIX)})
+        row.update({ours: data[theirs] for ours, theirs in VERL_METRICS.items() if theirs in data})
+        row["attention"] = attention
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def keep_final_model(actor_dir: Path, out_model: Path) -> None:
+    """`out_model` becomes a copy of the final actor folder made of hard links (no second copy of the shards on
+    disk), atomically."""
+    if not actor_dir.is_dir():
+        raise VerlRunError(f"{actor_dir}: verl's final actor checkpoint is missing after the run; check save_freq "
+                           f"and the run's log, then rerun the train job")
+    remove_partial_writes(Path(out_model).parent, glob.escape(Path(out_model).name))
+    with atomic_directory(out_model) as tmp:
+        for source in sorted(actor_dir.rglob("*")):
+            target = tmp / source.relative_to(actor_dir)
+            if source.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.link(source, target)
+
+
+def write_metrics(state_dir: Path, out_metrics, last_step: int, method: str, seed: int, attention: str) -> None:
+    frame = metrics_frame(read_verl_metrics(attempt_files(state_dir)), last_step, method, seed, attention)
+    write_parquet(out_metrics, frame)
+
+
+def train_verl_run(model_path: str, *, corpus, method: MethodSpec, seed: int, training: GRPOSettings, template: str,
+                   out_model, out_metrics, state_dir: Path, gpus: int, cpus: int, prompt_cap=None,
+                   target_domain: str | None = None) -> None:
+    """Train one run to `training.steps` (skipping verl when its final checkpoint is already in `state_dir`), then
+    write the metrics and the final actor folder (`out_model`, FSDP shards plus `huggingface/`: the merge job's
+    input)."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    files = RunFiles(train_file=state_dir / "train.parquet", job_file=state_dir / "job.json",
+                     checkpoint_dir=state_dir / "checkpoints")
+    check_prompts_per_step(write_verl_corpus(corpus, files.train_file, template), training.prompts_per_step,
+                           str(corpus))
+    VerlRunJob(method, seed, str(files.train_file), training.rollouts, target_domain).write(files.job_file)
+    attention = attention_implementation()
+    final = final_actor_dir(files.checkpoint_dir, training.steps)
+    if not final.is_dir():
+        run_verl(run_overrides(model_path, training, seed, gpus=gpus, cpus=cpus, files=files, attention=attention,
+                               prompt_tokens=prompt_cap["tokens"] if prompt_cap else DEFAULT_PROMPT_TOKENS,
+                               experiment=f"{method.name}-seed{seed}"), state_dir)
+    write_metrics(state_dir, out_metrics, training.steps, method.name, seed, attention)
+    keep_final_model(final, Path(out_model))

@@ -1,0 +1,256 @@
+"""The verl backend's data side, without a GPU: the corpus in verl's parquet schema, the reward function verl calls,
+and a train job up to the `main_ppo` subprocess (its files, its refusal on failure, verl's metrics turned into ours,
+the final checkpoint handed on)."""
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from dataflex_rl.backends.base import get_backend
+from dataflex_rl.backends.embedded.rewards import rollout_rewards
+from dataflex_rl.backends.verl.dataset import write_verl_corpus
+from dataflex_rl.backends.verl.job import VerlRunJob
+from dataflex_rl.backends.verl.launch import VerlRunError, metrics_frame, read_verl_metrics, run_verl, train_verl_run
+from dataflex_rl.backends.verl.reward import compute_score
+from dataflex_rl.config_checks import model_errors
+from dataflex_rl.methods import MethodSpec
+from dataflex_rl.recipe import GRPOSettings
+from dataflex_rl.regimes.noisy_rewards import NOISY_REWARD_KEY
+from dataflex_rl.report.figures import training_curves
+from dataflex_rl.tasks.corpus import build_corpus
+
+PAPER_TEMPLATE = "{question}\nPlease reason step by step, and put your final answer within \\boxed{{}}.\nAnswer:"
+SOURCES = ["basic_arithmetic", "syllogism", "molar_mass"]
+NOISY_ROW = 2
+
+
+@pytest.fixture(scope="module")
+def corpus_files(tmp_path_factory):
+    """A corpus of three sources (4 rows each) with row NOISY_ROW marked by the noisy_rewards regime (p 0.3), and its
+    verl export read back the way verl's loader reads it (pyarrow)."""
+    root = tmp_path_factory.mktemp("verl_data")
+    corpus, _ = build_corpus(SOURCES, 4, seed=1)
+    corpus = corpus.reset_index(drop=True)
+    metadata = json.loads(corpus.loc[NOISY_ROW, "metadata"])
+    corpus.loc[NOISY_ROW, "metadata"] = json.dumps({**metadata, NOISY_REWARD_KEY: 0.3}, sort_keys=True)
+    corpus.to_parquet(root / "corpus.parquet")
+    rows = write_verl_corpus(root / "corpus.parquet", root / "train.parquet", PAPER_TEMPLATE)
+    return corpus, rows, pd.read_parquet(root / "train.parquet")
+
+
+def _gold(item: dict) -> str:
+    """The right answer, worked out from the item's own data rather than read from its `answer`."""
+    metadata = json.loads(item["metadata"])
+    if item["source"] == "basic_arithmetic":
+        return str(eval(metadata["expression"]))  # e.g. "57 + 65"
+    if item["source"] == "syllogism":
+        return "Yes" if metadata["is_valid"] else "No"
+    return "ABCD"[metadata["options"].index(metadata["answer_text"])]  # molar_mass: the option holding the mass
+
+
+def _wrong(item: dict) -> str:
+    gold = _gold(item)
+    if item["source"] == "basic_arithmetic":
+        return str(int(gold) + 1)
+    return {"Yes": "No", "No": "Yes"}.get(gold, "A" if gold != "A" else "B")
+
+
+def test_the_export_keeps_the_corpus_order_and_renders_the_template(corpus_files):
+    corpus, rows, exported = corpus_files
+    assert rows == len(exported) == len(corpus) == 12
+    assert list(exported.columns) == ["data_source", "prompt", "ability", "reward_model", "extra_info", "domain"]
+    for index, (item, row) in enumerate(zip(corpus.to_dict("records"), exported.to_dict("records"))):
+        question = item["prompt"]
+        # the template filled by hand: {question} replaced, {{}} a literal {}
+        expected = question + "\nPlease reason step by step, and put your final answer within \\boxed{}.\nAnswer:"
+        assert list(row["prompt"]) == [{"role": "user", "content": expected}]
+        assert row["data_source"] == item["source"] and row["ability"] == row["domain"] == item["domain"]
+        assert row["reward_model"] == {"style": "rule", "ground_truth": item["answer"]}
+        info = row["extra_info"]
+        assert info["row"] == index and info["id"] == item["id"] and info["metadata"] == item["metadata"]
+        assert info["question"] == question
+        assert info["answer_format"] == item["answer_format"]
+        assert info["noise_p"] == (0.3 if index == NOISY_ROW else None)
+
+
+def test_the_reward_gives_the_hand_computed_verdicts(corpus_files):
+    corpus, _, exported = corpus_files
+    checked = 0
+    for index, (item, row) in enumerate(zip(corpus.to_dict("records"), exported.to_dict("records"))):
+        if index == NOISY_ROW:
+            continue
+        call = (row["data_source"], row["reward_model"]["ground_truth"], row["extra_info"])
+        assert compute_score(call[0], _gold(item), *call[1:], seed=1) == 1.0, item
+        assert compute_score(call[0], f"Answer: {_gold(item)}", *call[1:], seed=1) == 1.0, item
+        assert compute_score(call[0], _wrong(item), *call[1:], seed=1) == 0.0, item
+        assert compute_score(call[0], "", *call[1:], seed=1) == 0.0
+        checked += 1
+    assert checked == 11
+
+
+def test_the_reward_equals_the_embedded_backends_on_the_same_items(corpus_files):
+    corpus, _, exported = corpus_files
+    items = [item for index, item in enumerate(corpus.to_dict("records")) if index != NOISY_ROW]
+    rows = [row for index, row in enumerate(exported.to_dict("records")) if index != NOISY_ROW]
+    responses = [[_gold(item), _wrong(item), f"Answer: {_gold(item)}", "I do not know"] for item in items]
+    embedded = rollout_rewards([r for group in responses for r in group], items, [None] * len(items), rollouts=4,
+                               seed=1, step=0)
+    verl = [[compute_score(row["data_source"], response, row["reward_model"]["ground_truth"], row["extra_info"],
+                           seed=1) for response in group] for row, group in zip(rows, responses)]
+    assert embedded.tolist() == verl
+    assert 0 < sum(map(sum, verl)) < 4 * len(items)  # both verdicts occur
+
+
+def test_a_marked_prompt_gets_a_bernoulli_reward_unrelated_to_its_answer(corpus_files):
+    corpus, _, exported = corpus_files
+    row = exported.to_dict("records")[NOISY_ROW]
+    gold = _gold(corpus.to_dict("records")[NOISY_ROW])
+
+    def score(response, seed=1, info=row["extra_info"]):
+        return compute_score(row["data_source"], response, row["reward_model"]["ground_truth"], info, seed=seed)
+
+    responses = [f"attempt {i}: {gold}" for i in range(2000)]  # every one correct
+    draws = [score(r) for r in responses]
+    # Bernoulli(0.3) over 2000 draws: mean within 4 standard deviations (sqrt(0.21 / 2000) = 0.0102) of 0.3
+    assert abs(sum(draws) / len(draws) - 0.3) < 4 * 0.0102
+    assert draws == [score(r) for r in responses]  # a pure function of (seed, prompt id, response)
+    assert draws != [score(r, seed=2) for r in responses]
+    assert {score(r, info={**row["extra_info"], "noise_p": 1.0}) for r in ("", "x", gold)} == {1.0}
+    assert {score(r, info={**row["extra_info"], "noise_p": 0.0}) for r in ("", "x", gold)} == {0.0}
+
+
+def _log_verl_metrics(path: Path, steps: dict[int, dict]) -> None:
+    """Write `steps` through verl's own file logger (trainer.logger=file), as a verl run does."""
+    from verl.utils.tracking import FileLogger
+
+    previous = os.environ.get("VERL_FILE_LOGGER_PATH")
+    os.environ["VERL_FILE_LOGGER_PATH"] = str(path)
+    try:
+        logger = FileLogger("dataflex_rl", "run")
+    finally:
+        if previous is None:
+            del os.environ["VERL_FILE_LOGGER_PATH"]
+        else:
+            os.environ["VERL_FILE_LOGGER_PATH"] = previous
+    for step, data in steps.items():
+        logger.log(data, step)
+    logger.finish()
+
+
+def _verl_step(step: int, attempt: int) -> dict:
+    """One step's metrics as verl logs them: its own keys, the trainer's `dataflex/` ones, and some we do not keep."""
+    return {"actor/pg_loss": -0.1 * step, "actor/kl_loss": 0.01 * step + attempt, "actor/pg_clipfrac": 0.002,
+            "actor/grad_norm": 1.5, "response_length/mean": 100.0 + step, "timing_s/step": 30.0,
+            "critic/score/mean": 0.5, "perf/mfu/actor": 0.3,
+            "dataflex/mean_reward": 0.1 * step, "dataflex/kept_fraction": 0.5, "dataflex/all_dropped": False,
+            "dataflex/p:math": 1 / 3}
+
+
+def test_verls_metrics_become_ours_with_a_resumed_attempt_winning(tmp_path):
+    pytest.importorskip("verl")
+    _log_verl_metrics(tmp_path / "verl_metrics.attempt1.jsonl", {s: _verl_step(s, 1) for s in (1, 2, 3)})
+    _log_verl_metrics(tmp_path / "verl_metrics.attempt2.jsonl", {s: _verl_step(s, 2) for s in (3, 4)})
+    steps = read_verl_metrics([tmp_path / "verl_metrics.attempt1.jsonl", tmp_path / "verl_metrics.attempt2.jsonl"])
+    frame = metrics_frame(steps, 4, "topk", 7, "sdpa")
+    assert frame["step"].tolist() == [0, 1, 2, 3]  # verl's global step 1 is our step 0
+    assert frame["kl"].tolist() == pytest.approx([1.01, 1.02, 2.03, 2.04])  # step 3 from the resumed attempt
+    assert frame["mean_reward"].tolist() == pytest.approx([0.1, 0.2, 0.3, 0.4])
+    assert frame["pg_loss"].tolist() == pytest.approx([-0.1, -0.2, -0.3, -0.4])
+    assert set(frame.columns) == {"method", "seed", "step", "mean_reward", "kept_fraction", "all_dropped", "p:math",
+                                  "pg_loss", "kl", "clip_fraction", "grad_norm", "mean_response_length", "seconds",
+                                  "attention"}
+    assert (frame["method"] == "topk").all() and (frame["seed"] == 7).all() and (frame["attention"] == "sdpa").all()
+    with pytest.raises(VerlRunError, match=r"lack global steps \[5\] of 1..5"):
+        metrics_frame(steps, 5, "topk", 7, "sdpa")
+
+
+METHOD = MethodSpec("topk", "topk", {"fraction": 0.5}, "selection", "baseline")
+SETTINGS = GRPOSettings(steps=3, prompts_per_step=4, rollouts=5, checkpoint_every=1)
+
+
+def test_a_finished_run_writes_its_inputs_metrics_and_final_model_without_relaunching(tmp_path, corpus_files):
+    """The state folder of a run whose verl process reached the last step (verl's checkpoint layout and file-logger
+    output, built here): the train job writes the parquet and the job file, and hands on the final actor folder."""
+    pytest.importorskip("verl")
+    corpus, _, _ = corpus_files
+    corpus.to_parquet(tmp_path / "corpus.parquet")
+    state = tmp_path / "state"
+    actor = state / "checkpoints" / "global_step_3" / "actor"
+    (actor / "huggingface").mkdir(parents=True)
+    (actor / "model_world_size_1_rank_0.pt").write_bytes(b"shard")
+    (actor / "huggingface" / "config.json").write_text("{}")
+    _log_verl_metrics(state / "verl_metrics.attempt1.jsonl", {s: _verl_step(s, 1) for s in (1, 2, 3)})
+
+    train_verl_run("Qwen/Qwen2.5-7B", corpus=tmp_path / "corpus.parquet", method=METHOD, seed=7, training=SETTINGS,
+                   template=PAPER_TEMPLATE, out_model=tmp_path / "final", out_metrics=tmp_path / "metrics.parquet",
+                   state_dir=state, gpus=1, cpus=2)
+    assert len(pd.read_parquet(state / "train.parquet")) == 12
+    assert VerlRunJob.read(state / "job.json") == VerlRunJob(METHOD, 7, str(state / "train.parquet"), 5)
+    final = tmp_path / "final"
+    assert sorted(p.relative_to(final).as_posix() for p in final.rglob("*")) == [
+        "huggingface", "huggingface/config.json", "model_world_size_1_rank_0.pt"]
+    shard = final / "model_world_size_1_rank_0.pt"
+    assert shard.stat().st_ino == (actor / "model_world_size_1_rank_0.pt").stat().st_ino  # a link, not a copy
+    metrics = pd.read_parquet(tmp_path / "metrics.parquet")
+    assert metrics["step"].tolist() == [0, 1, 2]
+    curves = training_curves(metrics.assign(model="qwen"), window=2)  # the training_curves rule reads them
+    assert curves["mean_reward"].tolist() == pytest.approx([0.1, 0.15, 0.25])
+
+
+def test_a_run_without_its_final_checkpoint_is_refused_naming_it(tmp_path):
+    from dataflex_rl.backends.verl.launch import keep_final_model
+
+    with pytest.raises(VerlRunError, match="global_step_3/actor: verl's final actor checkpoint is missing"):
+        keep_final_model(tmp_path / "checkpoints" / "global_step_3" / "actor", tmp_path / "final")
+
+
+def test_a_failing_verl_process_is_refused_naming_its_log(tmp_path, capsys):
+    """The real `python -m verl.trainer.main_ppo`, stopped by Hydra at a key its config does not have (before Ray)."""
+    pytest.importorskip("verl")
+    with pytest.raises(VerlRunError, match=r"exited with code 1; its output is in .*verl\.attempt1\.log") as error:
+        run_verl(["trainer.no_such_key=1"], tmp_path)
+    log = (tmp_path / "verl.attempt1.log").read_text()
+    assert "no_such_key" in log and "no_such_key" in capsys.readouterr().err  # streamed to the job's log too
+    assert str(tmp_path) in str(error.value)
+    with pytest.raises(VerlRunError, match=r"verl\.attempt2\.log"):  # a rerun is a new attempt, the first log kept
+        run_verl(["trainer.no_such_key=1"], tmp_path)
+    assert (tmp_path / "verl.attempt1.log").read_text() == log
+
+
+@pytest.mark.parametrize("gpus", [0, -1])
+def test_a_verl_train_job_without_gpus_is_refused(tmp_path, gpus):
+    with pytest.raises(ValueError, match=f"has gpus={gpus}: verl trains on GPUs — give the train rule a `gpu`"):
+        get_backend("verl").train({"backend": "verl", "path": "m"}, base=None, corpus=tmp_path / "c.parquet",
+                                  method=METHOD, seed=1, training=SETTINGS, template="{question}", out_model=None,
+                                  out_metrics=None, state_dir=tmp_path, threads=1, gpus=gpus)
+
+
+def test_prompt_selection_methods_are_refused_on_a_verl_model_naming_each(tmp_path):
+    methods = {"baseline": {"policy": "baseline"}, "gradalign": {"policy": "gradalign", "control": "baseline"},
+               "topk": {"policy": "topk", "control": "baseline"}, "simacc": {"policy": "simacc"},
+               "typo": {"policy": "gradalgn"}}
+    errors = get_backend("verl").config_errors("models.qwen", {"backend": "verl", "path": "Qwen/Qwen2.5-7B"},
+                                               tmp_path, False, methods)
+    assert [e.split(":")[0] for e in errors] == ["methods.gradalign.policy", "methods.simacc.policy"]
+    assert "'gradalign' is a prompt_selection method, which the verl backend (models.qwen) does not run" in errors[0]
+    assert get_backend("embedded").config_errors("models.tiny", {"backend": "embedded"}, tmp_path, False,
+                                                 methods) == []
+
+
+@pytest.mark.parametrize("campaigns, refused", [
+    (None, ["methods.gradalign.policy"]),  # no campaigns: every method trains on every model
+    ({"main": {"models": ["tiny"]}}, []),  # only the embedded model trains
+    ({"cpu": {"models": ["tiny"], "methods": ["baseline", "gradalign"]},
+      "gpu": {"models": ["qwen"], "methods": ["baseline", "topk"]}}, []),
+    ({"cpu": {"models": ["tiny"], "methods": ["baseline"]}, "gpu": {"methods": ["baseline", "gradalign"]}},
+     ["methods.gradalign.policy"]),  # a campaign naming no models trains them all
+])
+def test_a_prompt_selection_is_refused_only_where_a_campaign_trains_it_on_a_verl_model(tmp_path, campaigns, refused):
+    config = {"models": {"tiny": {"backend": "embedded"}, "qwen": {"backend": "verl", "path": "Qwen/Qwen2.5-7B"}},
+              "methods": {"baseline": {"policy": "baseline"}, "topk": {"policy": "topk", "control": "baseline"},
+                          "gradalign": {"policy": "gradalign", "control": "baseline"}}}
+    if campaigns:
+        config["campaigns"] = campaigns
+    assert [error.split(":")[0] for error in model_errors(config, tmp_path)] == refused
