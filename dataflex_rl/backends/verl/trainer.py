@@ -90,8 +90,8 @@ class DataflexTrainer(PPOTrainerSync):
 
     # --- the data policy's weights ---------------------------------------------------------------------------------
     def _compute_advantage(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
-        batch = super()._compute_advantage(batch, metrics)
         keys = [key for key, tag in zip(batch.keys, batch.tags) if not tag.get("is_padding", False)]
+        batch = super()._compute_advantage(batch, metrics)
         data = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id, select_fields=_STEP_FIELDS)
         nested_mask = data["response_mask"]
         padded = data.to_padded_tensor()
