@@ -35,7 +35,10 @@ from dataflex_rl.backends.verl import plugin  # noqa: E402
 from dataflex_rl.backends.verl.job import VerlRunJob  # noqa: E402
 from dataflex_rl.backends.verl.trainer import DRIVER_STATE_FILE, DataflexTrainer  # noqa: E402
 from dataflex_rl.methods import MethodSpec  # noqa: E402
-from dataflex_rl.policy_driver import PolicyDriver  # noqa: E402
+from dataflex_rl.backends.verl.writeback import verl_loss_fields  # noqa: E402
+from dataflex_rl.policies import GroupBatch, LossWeights  # noqa: E402
+from dataflex_rl.policies.weights import reweighting_weights, selection_weights  # noqa: E402
+from dataflex_rl.policy_driver import LossInputs, PolicyDriver  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOMAINS = ["math"] * 30 + ["logic"] * 20 + ["science"] * 10  # corpus shares 1/2, 1/3, 1/6
@@ -182,6 +185,12 @@ def _written(fake, keys, name, length):
     return out
 
 
+def _assert_documented(message_part):
+    """The trainer's refusals are listed in docs/refusals.md ("The verl trainer at start-up")."""
+    with open(os.path.join(REPO, "docs", "refusals.md")) as handle:
+        assert message_part in handle.read()
+
+
 # --- the plugin -------------------------------------------------------------------------------------------------
 _REGISTRY_PROBE = """
 import json, verl
@@ -197,7 +206,7 @@ print(json.dumps({"loaded": None if loaded is None else loaded.__name__, "error"
 """
 
 
-@pytest.mark.parametrize("policy, loads", [(None, True), ("auto", True), ("dataflex_rl,another", True),
+@pytest.mark.parametrize("policy, loads", [(None, True), ("dataflex_rl,another_plugin", True),
                                            ("none", False), ("another_plugin", False)])
 def test_import_verl_loads_the_plugin_unless_verl_is_told_not_to(policy, loads):
     env = {**os.environ, "PYTHONPATH": REPO}
@@ -215,6 +224,8 @@ def test_import_verl_loads_the_plugin_unless_verl_is_told_not_to(policy, loads):
         for text in ("VERL_USE_EXTERNAL_PLUGINS", f"{policy!r}", "[verl.plugins] dataflex_rl = "
                      "dataflex_rl.backends.verl.plugin", "installed"):
             assert text in probe["error"]
+        if policy == "none":
+            _assert_documented(probe["error"])
 
 
 def test_reimporting_the_plugin_keeps_one_registration():
@@ -241,8 +252,21 @@ def test_the_trainer_runs_verl_in_sync_mode(tmp_path, model_dir, corpus, caplog)
 def test_a_job_whose_rollouts_differ_from_verls_is_refused(tmp_path, model_dir, corpus):
     config = _config(tmp_path, model_dir, corpus, MethodSpec("baseline", "baseline", {}, "none"))
     config.actor_rollout_ref.rollout.n = ROLLOUTS + 1
-    with pytest.raises(ValueError, match=r"rollouts 3, but verl's actor_rollout_ref.rollout.n is 4"):
+    with pytest.raises(ValueError, match=r"rollouts 3, but verl's actor_rollout_ref.rollout.n is 4") as refused:
         DataflexTrainer(config)
+    _assert_documented(str(refused.value).split(": ", 1)[1])
+
+
+@pytest.mark.parametrize("key, value", [("rollout_is", "token"), ("rollout_rs", "token_k1")])
+def test_verls_rollout_correction_is_refused_beside_the_policy_weights(tmp_path, model_dir, corpus, key, value):
+    config = _config(tmp_path, model_dir, corpus, MethodSpec("baseline", "baseline", {}, "none"))
+    config.algorithm.rollout_correction[key] = value
+    with pytest.raises(ValueError, match=f"algorithm.rollout_correction.{key}: '{value}', but the data policy writes "
+                                         f"rollout_is_weights .* leave algorithm.rollout_correction.{key} null"
+                       ) as refused:
+        DataflexTrainer(config)
+    if key == "rollout_is":
+        _assert_documented(str(refused.value))
 
 
 def test_a_dataset_out_of_corpus_order_is_refused(tmp_path, model_dir):
@@ -250,8 +274,51 @@ def test_a_dataset_out_of_corpus_order_is_refused(tmp_path, model_dir):
     frame = pd.read_parquet(shuffled).iloc[::-1].reset_index(drop=True)
     frame.to_parquet(shuffled)
     trainer = _trainer(_config(tmp_path, model_dir, shuffled, MethodSpec("baseline", "baseline", {}, "none")))
-    with pytest.raises(RuntimeError, match="is not row .* of verl's train dataset .* data.filter_overlong_prompts"):
+    with pytest.raises(RuntimeError, match="is not row .* of verl's train dataset .* data.filter_overlong_prompts"
+                       ) as refused:
         trainer._next_train_batch()
+    _assert_documented(str(refused.value).split("): ", 1)[1])
+
+
+# --- the write-back maths, by hand ------------------------------------------------------------------------------
+TOKENS = torch.tensor([[[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]]])  # one group of two responses, of 2 and 3 tokens
+
+
+def _loss_inputs(weights):
+    batch = GroupBatch(rewards=torch.zeros(1, 2), lengths=TOKENS.sum(-1), token_mask=TOKENS,
+                       advantages=torch.ones_like(TOKENS), old_logprobs=torch.zeros_like(TOKENS), domains=["math"],
+                       prompt_ids=["a"])
+    used = weights.advantages if weights.advantages is not None else batch.advantages
+    return LossInputs(advantages=used, pg=weights.pg, kl=weights.kl, batch=batch, weights=weights)
+
+
+KEEP_FIRST = torch.tensor([[1.0, 0.0]])
+DROPPED = torch.tensor([[[1.0, 1.0, 0.0], [0.0, 0.0, 0.0]]])
+WRITE_BACK_CASES = [  # the policy's weights; the written response_mask, rollout_is_weights and advantages
+    ("paper selection", selection_weights(KEEP_FIRST, TOKENS), DROPPED, DROPPED, None),
+    ("released selection", selection_weights(KEEP_FIRST, TOKENS, drop_kl=False), TOKENS, DROPPED, None),
+    ("token reweighting", reweighting_weights(torch.tensor([[[0.5, 2.0, 9.0], [1.0, 0.0, 3.0]]]), TOKENS, "none"),
+     TOKENS, torch.tensor([[[0.5, 2.0, 0.0], [1.0, 0.0, 3.0]]]), None),
+    ("recomputing selection", selection_weights(KEEP_FIRST, TOKENS, advantages=torch.tensor([[2.0, -1.0]])),
+     DROPPED, DROPPED, torch.tensor([[[2.0, 2.0, 0.0], [0.0, 0.0, 0.0]]])),
+]
+
+
+@pytest.mark.parametrize("weights, mask, is_weights, advantages", [case[1:] for case in WRITE_BACK_CASES],
+                         ids=[case[0] for case in WRITE_BACK_CASES])
+def test_the_write_back_by_hand(weights, mask, is_weights, advantages):
+    written = verl_loss_fields(_loss_inputs(weights))
+    assert torch.equal(written.response_mask, mask) and torch.equal(written.rollout_is_weights, is_weights)
+    assert written.advantages is None if advantages is None else torch.equal(written.advantages, advantages)
+
+
+@pytest.mark.parametrize("pg, kl, message", [
+    (TOKENS, TOKENS * 0.5, "a KL weight other than 0 or 1 on a response token"),
+    (TOKENS, DROPPED, "a PG weight on a token whose KL weight is 0"),
+], ids=["weighted KL", "PG without KL"])
+def test_weights_verl_cannot_express_are_refused(pg, kl, message):
+    with pytest.raises(ValueError, match=message):
+        verl_loss_fields(_loss_inputs(LossWeights(pg=pg, kl=kl, kept_fraction=1.0)))
 
 
 # --- the write-back, per policy kind ------------------------------------------------------------------------------
@@ -371,5 +438,7 @@ def test_the_driver_state_survives_a_checkpoint(tmp_path, model_dir, corpus, fak
 
     (tmp_path / "ckpt" / "global_step_2" / DRIVER_STATE_FILE).unlink()
     unresumable = _trainer(_config(tmp_path, model_dir, corpus, method))
-    with pytest.raises(RuntimeError, match="dataflex_rl_driver.pt: missing, so resuming .* would restart"):
+    with pytest.raises(RuntimeError, match="dataflex_rl_driver.pt: missing, so resuming .* would restart"
+                       ) as refused:
         unresumable._load_checkpoint()
+    _assert_documented(str(refused.value).split(" would ", 1)[1].split(" — ")[0])

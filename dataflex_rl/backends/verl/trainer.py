@@ -46,6 +46,12 @@ class DataflexTrainer(PPOTrainerSync):
         from dataflex_rl.backends.verl.plugin import check_registered  # the plugin imports this module to register it
 
         check_registered()
+        correction = config.algorithm.get("rollout_correction") or {}
+        for key in ("rollout_is", "rollout_rs"):
+            if correction.get(key) is not None:
+                raise ValueError(f"algorithm.rollout_correction.{key}: {correction[key]!r}, but the data policy writes "
+                                 f"rollout_is_weights and response_mask itself and would overwrite verl's rollout "
+                                 f"correction; leave algorithm.rollout_correction.{key} null")
         with open_dict(config):
             # verl tests the literal "sync" (replay buffer, generation batch, checkpoint contents): another name
             # would silently run the async buffer with a generation batch of 1
@@ -67,7 +73,8 @@ class DataflexTrainer(PPOTrainerSync):
     # --- prompts ---------------------------------------------------------------------------------------------------
     def _next_train_batch(self, num_prompts: int | None = None) -> TensorDict:
         """The driver's next rows from verl's train dataset, collated as verl's dataloader collates them."""
-        rows = self.driver.draw(num_prompts or self.config.data.train_batch_size, self.global_steps)
+        count = self.config.data.train_batch_size if num_prompts is None else num_prompts
+        rows = self.driver.draw(count, self.global_steps)
         items = [self._dataset_row(row) for row in rows]
         uids = [str(uuid.uuid4()) for _ in rows]
         self._drawn.update(zip(uids, rows))
