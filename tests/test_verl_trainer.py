@@ -108,7 +108,9 @@ class FakeTransferQueue:
                 self.store[key][name] = value
         for key, tag in zip(keys, tags or [None] * len(keys)):
             self.tags[key] = tag or self.tags.get(key, {})
-        return KVBatchMeta(keys=list(keys), tags=[self.tags[key] for key in keys], partition_id=partition_id)
+        persisted = sorted(set.intersection(*(set(self.store[key]) for key in keys)))
+        return KVBatchMeta(keys=list(keys), tags=[self.tags[key] for key in keys], partition_id=partition_id,
+                           fields=persisted)
 
 
 class StandInWorkers:
@@ -170,13 +172,15 @@ def _fake_step(trainer, fake, rewards_of_row, seed=0):
     meta = KVBatchMeta(keys=order + ["padpad_0_0"], tags=tags, partition_id="train")
     fake.tags.update(zip(meta.keys, meta.tags))
     metrics = {}
-    trainer._compute_advantage(meta, metrics)
+    meta = trainer._compute_advantage(meta, metrics)
     trainer._update_actor(meta, {})
-    return rows, rewards, token_mask, old, keys, metrics
+    return rows, rewards, token_mask, old, keys, metrics, meta
 
 
-def _written(fake, keys, name, length):
-    """A written field regrouped to [G, K, L] (zero beyond each response)."""
+def _written(fake, meta, keys, name, length):
+    """A field as verl's actor update fetches it (the fields the step's batch lists), regrouped to [G, K, L] (zero
+    beyond each response)."""
+    assert name in meta.fields
     out = torch.zeros(len(keys), len(keys[0]), length)
     for g, group in enumerate(keys):
         for k, key in enumerate(group):
@@ -255,6 +259,15 @@ def test_a_job_whose_rollouts_differ_from_verls_is_refused(tmp_path, model_dir, 
     with pytest.raises(ValueError, match=r"rollouts 3, but verl's actor_rollout_ref.rollout.n is 4") as refused:
         DataflexTrainer(config)
     _assert_documented(str(refused.value).split(": ", 1)[1])
+
+
+@pytest.mark.parametrize("method", [MethodSpec("gradalign", "gradalign", {}, "prompt_selection"),
+                                    MethodSpec("random_prompts", "random_prompts", {}, "prompt_selection")])
+def test_a_prompt_selection_is_refused(tmp_path, model_dir, corpus, method):
+    with pytest.raises(ValueError, match=f"method '{method.name}' is a prompt selection, which runs on the embedded "
+                                         "backend only") as refused:
+        DataflexTrainer(_config(tmp_path, model_dir, corpus, method))
+    _assert_documented(str(refused.value).split(": ", 1)[1].replace(method.name, "gradalign"))
 
 
 @pytest.mark.parametrize("key, value", [("rollout_is", "token"), ("rollout_rs", "token_k1")])
@@ -344,7 +357,7 @@ def test_the_written_fields_give_the_embedded_loss_under_verls_loss(tmp_path, mo
                                                                     drops_kl):
     config = _config(tmp_path, model_dir, corpus, method)
     trainer = _trainer(config)
-    rows, rewards, token_mask, old, keys, metrics = _fake_step(trainer, fake_tq, _rewards_by_domain)
+    rows, rewards, token_mask, old, keys, metrics, meta = _fake_step(trainer, fake_tq, _rewards_by_domain)
     length = token_mask.shape[-1]
 
     # the embedded path on the same numbers: the same draw, GRPO advantages, the same driver
@@ -353,10 +366,13 @@ def test_the_written_fields_give_the_embedded_loss_under_verls_loss(tmp_path, mo
     advantages = grpo.group_advantages(rewards)[..., None] * token_mask
     loss = embedded.weigh(rewards, token_mask, advantages, old, [DOMAINS[r] for r in rows], [f"id{r}" for r in rows])
 
-    mask = _written(fake_tq, keys, "response_mask", length)
-    weights = _written(fake_tq, keys, "rollout_is_weights", length)
-    written_advantages = _written(fake_tq, keys, "advantages", length)
+    mask = _written(fake_tq, meta, keys, "response_mask", length)
+    weights = _written(fake_tq, meta, keys, "rollout_is_weights", length)
+    written_advantages = _written(fake_tq, meta, keys, "advantages", length)
     torch.testing.assert_close(written_advantages * mask, loss.advantages * mask, atol=1e-5, rtol=0)
+    padding = fake_tq.store["padpad_0_0"]  # verl's padding sample keeps its mask and gets no weight
+    assert torch.equal(padding["response_mask"], torch.ones(1, dtype=torch.int64))
+    assert torch.equal(padding["rollout_is_weights"], torch.zeros(1))
     assert metrics["dataflex/kept_fraction"] == pytest.approx(loss.weights.kept_fraction)
     assert metrics["dataflex/mean_reward"] == pytest.approx(float(rewards.mean()))
 
@@ -393,11 +409,11 @@ def test_the_paper_and_released_selections_write_the_mask_and_the_weights_by_han
         method = MethodSpec("difffilter", "difffilter", {"low": 0.5, "high": 0.9, "semantics": semantics},
                             "selection")
         trainer = _trainer(_config(tmp_path, model_dir, corpus, method))
-        rows, _, token_mask, _, keys, _ = _fake_step(trainer, fake_tq, _rewards_by_domain, seed=3)
+        rows, _, token_mask, _, keys, _, meta = _fake_step(trainer, fake_tq, _rewards_by_domain, seed=3)
         kept = lambda domains: torch.tensor([DOMAINS[r] in domains for r in rows]).float()[:, None, None]  # noqa
         length = token_mask.shape[-1]
-        assert torch.equal(_written(fake_tq, keys, "response_mask", length), token_mask * kept(mask_of))
-        assert torch.equal(_written(fake_tq, keys, "rollout_is_weights", length),
+        assert torch.equal(_written(fake_tq, meta, keys, "response_mask", length), token_mask * kept(mask_of))
+        assert torch.equal(_written(fake_tq, meta, keys, "rollout_is_weights", length),
                            token_mask * kept(weight_of) * kept(mask_of))
 
 

@@ -58,6 +58,9 @@ class DataflexTrainer(PPOTrainerSync):
             config.trainer.v1.trainer_mode = "sync"
         super().__init__(config)
         self.job = VerlRunJob.read(config[CONFIG_BLOCK].job_file)
+        if self.job.method.family == "prompt_selection":  # its rounds score candidates with the backend's own probe
+            raise ValueError(f"{config[CONFIG_BLOCK].job_file}: method {self.job.method.name!r} is a prompt "
+                             f"selection, which runs on the embedded backend only; train it there")
         self.rollouts = int(config.actor_rollout_ref.rollout.n)
         if self.job.rollouts != self.rollouts:
             raise ValueError(f"{config[CONFIG_BLOCK].job_file}: rollouts {self.job.rollouts}, but verl's "
@@ -74,7 +77,7 @@ class DataflexTrainer(PPOTrainerSync):
     def _next_train_batch(self, num_prompts: int | None = None) -> TensorDict:
         """The driver's next rows from verl's train dataset, collated as verl's dataloader collates them."""
         count = self.config.data.train_batch_size if num_prompts is None else num_prompts
-        rows = self.driver.draw(count, self.global_steps)
+        rows = self.driver.draw(count)
         items = [self._dataset_row(row) for row in rows]
         uids = [str(uuid.uuid4()) for _ in rows]
         self._drawn.update(zip(uids, rows))
@@ -97,33 +100,37 @@ class DataflexTrainer(PPOTrainerSync):
 
     # --- the data policy's weights ---------------------------------------------------------------------------------
     def _compute_advantage(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
-        keys = [key for key, tag in zip(batch.keys, batch.tags) if not tag.get("is_padding", False)]
+        """verl's advantages, then the policy's loss fields for every response of the step. The returned batch lists
+        the fields the actor update will fetch, so it must come from the put that adds `rollout_is_weights`; verl's
+        padding samples (tagged `is_padding`) keep their fields and get weights of 0."""
+        real = [i for i, tag in enumerate(batch.tags) if not tag.get("is_padding", False)]
         batch = super()._compute_advantage(batch, metrics)
-        data = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id, select_fields=_STEP_FIELDS)
+        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=_STEP_FIELDS)
         nested_mask = data["response_mask"]
         padded = data.to_padded_tensor()
-        index, rows = self._groups(list(padded["uid"]), keys)
+        uids = list(padded["uid"])
+        index, rows = self._groups([uids[i] for i in real], [batch.keys[i] for i in real])
+        index = torch.tensor(real)[index]  # positions in the whole batch, [G, K]
         token_mask = padded["response_mask"].to(torch.float32)[index]
         loss = self.driver.weigh(padded["rm_scores"].sum(dim=-1)[index], token_mask, padded["advantages"][index],
                                  padded["old_log_probs"][index], [self.row_domains[r] for r in rows],
                                  [self.row_ids[r] for r in rows])
         written = verl_loss_fields(loss)
-        fields = {"response_mask": written.response_mask.to(padded["response_mask"].dtype),
-                  "rollout_is_weights": written.rollout_is_weights}
+        fields = {"response_mask": (padded["response_mask"], written.response_mask),
+                  "rollout_is_weights": (torch.zeros_like(padded["rm_scores"]), written.rollout_is_weights)}
         if written.advantages is not None:
-            fields["advantages"] = written.advantages.to(padded["advantages"].dtype)
-        flat = index.reshape(-1)
+            fields["advantages"] = (padded["advantages"], written.advantages)
         output = {}
-        for name, grouped in fields.items():
-            ungrouped = torch.empty((len(keys), grouped.shape[-1]), dtype=grouped.dtype)
-            ungrouped[flat] = grouped.reshape(len(flat), -1)
-            output[name] = response_to_nested(ungrouped, nested_mask)
-        tq.kv_batch_put(keys=keys, partition_id=batch.partition_id, fields=TensorDict(output, batch_size=len(keys)))
+        for name, (whole, grouped) in fields.items():
+            whole = whole.clone()
+            whole[index.reshape(-1)] = grouped.reshape(index.numel(), -1).to(whole.dtype)
+            output[name] = response_to_nested(whole, nested_mask)
         self._weighed = loss.batch
         for name, value in self.driver.metrics(loss).items():
             # verl's step aggregator drops booleans
             metrics[METRICS_PREFIX + name] = float(value) if isinstance(value, bool) else value
-        return batch
+        return tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id,
+                               fields=TensorDict(output, batch_size=len(batch.keys)))
 
     def _groups(self, uids: list[str], keys: list[str]) -> tuple[torch.Tensor, list[int]]:
         """The step's responses grouped by prompt, groups in draw order and responses in rollout order (verl's keys
