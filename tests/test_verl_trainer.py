@@ -19,7 +19,6 @@ pytest.importorskip("verl.trainer.ppo.v1.trainer_base")
 
 from hydra import compose, initialize_config_dir  # noqa: E402
 from scipy.stats import chisquare  # noqa: E402
-from tensordict import TensorDict  # noqa: E402
 from transfer_queue import KVBatchMeta  # noqa: E402
 from verl.trainer.ppo import core_algos  # noqa: E402
 from verl.trainer.ppo.v1 import trainer_base  # noqa: E402

@@ -47,10 +47,11 @@ def check_registered() -> None:
     registered = TRAINER_REGISTRY.get(TRAINER_NAME)
     if registered is not DataflexTrainer or not _admitted_by_verl():
         found = "nothing" if registered is None else registered.__name__
+        installed = "installed" if _installed() else "not installed"
         raise RuntimeError(
             f"verl did not load the DataFlex-RL plugin: its trainer registry maps {TRAINER_NAME!r} to {found}, and "
             f"{PLUGINS_VARIABLE}={os.getenv(PLUGINS_VARIABLE, 'auto')!r} with the entry point "
-            f"[{ENTRY_POINT_GROUP}] {ENTRY_POINT_NAME} = {__name__} {'installed' if _installed() else 'not installed'}. "
+            f"[{ENTRY_POINT_GROUP}] {ENTRY_POINT_NAME} = {__name__} {installed}. "
             f"Expected the entry point installed (pip install the dataflex_rl package into verl's environment) and "
             f"{PLUGINS_VARIABLE} unset, 'auto', or a list naming {ENTRY_POINT_NAME!r}")
     logger.info("dataflex_rl plugin registered in %d", os.getpid())
