@@ -87,6 +87,8 @@ def run_overrides(model_path: str, training: GRPOSettings, seed: int, *, gpus: i
         f"data.max_prompt_length={prompt_tokens}",
         f"data.max_response_length={training.max_new_tokens}",
         f"data.seed={seed}",
+        # the trainer takes rows by their corpus index: a filtered row would shift every later one
+        "data.filter_overlong_prompts=False",
         # the reward: the embedded path's verifiers (dataflex_rl.backends.verl.reward)
         f"reward.custom_reward_function.path={REWARD_MODULE}",
         "reward.custom_reward_function.name=compute_score",
