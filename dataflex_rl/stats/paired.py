@@ -125,11 +125,11 @@ def welch_difference_ci(treatment: Mapping[int, float], control: Mapping[int, fl
 
 
 def _mean(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Mean along the last axis (where scipy.stats.bootstrap puts the resampled one), taken row by row of a 2-d view.
+    """Mean over the last axis (where scipy.stats.bootstrap puts the resampled one), taken on a 2-d view.
 
-    numpy sums the rows of a 3-d stack (comparisons × resamples × seeds) in another order than those of one
-    comparison's 2-d resamples, which moves the last bit; as a 2-d view every comparison's bootstrap distribution is
-    the one it gets alone, to the bit.
+    numpy reduces the last axis of a 2-d array row by row (pairwise within a row) but may sum a 3-d stack
+    (comparisons × resamples × seeds) in another order, which moves the last bit; on the 2-d view each comparison's
+    bootstrap distribution is, to the bit, the one it gets alone.
     """
     if axis not in (-1, x.ndim - 1):
         raise ValueError(f"the bootstrap statistic reduces the last axis, got axis={axis}")
@@ -188,8 +188,8 @@ def paired_bootstrap_cis(differences: Sequence[np.ndarray], confidence: float = 
     each array; arrays of one length share one vectorised call (`_bootstrap_each`). Fewer than two seeds give
     (NaN, NaN), identical differences a zero-width interval.
     """
-    return _bootstrap_each([(np.asarray(d, dtype=float),) for d in differences], _mean, _fixed_paired, confidence,
-                           n_resamples=n_resamples, method=method, rng=rng)
+    return _bootstrap_each([(np.asarray(d, dtype=float),) for d in differences], _mean, _fixed_paired,
+                           confidence, n_resamples=n_resamples, method=method, rng=rng)
 
 
 def paired_bootstrap_ci(treatment: Mapping[int, float], control: Mapping[int, float], confidence: float = 0.95, *,
