@@ -140,14 +140,21 @@ def _difference_of_means(a, b, axis=-1):
     return _mean(a, axis) - _mean(b, axis)
 
 
-def _bootstrap_each(samples: Sequence[tuple[np.ndarray, ...]], statistic: Callable, fixed: Callable,
-                    confidence: float, *, n_resamples: int, method: str, rng: int | None) -> list[tuple[float, float]]:
-    """scipy.stats.bootstrap's interval for each sample (a tuple of 1-d arrays), vectorised over the samples too.
+def _mean_of_each(*arrays: np.ndarray, axis: int = -1) -> np.ndarray:
+    """The mean of each resampled array, stacked: [arrays, resamples]."""
+    return np.stack([np.mean(a, axis=axis) for a in arrays])
 
-    `fixed(sample)` gives an interval that needs no resampling (too few seeds, no spread) or None. The others are
-    grouped by their arrays' lengths and each group is one scipy call over the stacked arrays, with a generator
-    seeded `rng` afresh: scipy draws one set of resample indices per call, so every sample gets the interval it would
-    get bootstrapped alone (with `rng` None the samples of a group share their draws).
+
+def _bootstrap_each(samples: Sequence[tuple[np.ndarray, ...]], fixed: Callable, confidence: float, *, paired: bool,
+                    n_resamples: int, method: str, rng: int | None) -> list[tuple[float, float]]:
+    """scipy.stats.bootstrap's interval for each sample, vectorised over resamples and over the samples.
+
+    A sample is one array of per-seed differences (`paired`) or a (treatment, control) pair of arms. `fixed(sample)`
+    gives an interval that needs no resampling (too few seeds, no spread) or None. The others are grouped by their
+    arrays' lengths and each group is one scipy call with a generator seeded `rng` afresh; scipy draws one set of
+    resample indices per call, so every sample gets, to the bit, the interval it gets bootstrapped alone (with `rng`
+    None the samples of a group share their draws). Differences go in as scipy's paired samples, so each is resampled
+    as a 2-d array of its own (no copy); arms are stacked into [samples, seeds] and averaged by `_mean`.
     """
     intervals = [fixed(sample) for sample in samples]
     groups: dict[tuple[int, ...], list[int]] = {}
@@ -155,11 +162,13 @@ def _bootstrap_each(samples: Sequence[tuple[np.ndarray, ...]], statistic: Callab
         if interval is None:
             groups.setdefault(tuple(map(len, sample)), []).append(i)
     for indices in groups.values():
-        data = tuple(np.stack(arrays) for arrays in zip(*(samples[i] for i in indices)))
+        group = [samples[i] for i in indices]
+        data = tuple(d for d, in group) if paired else tuple(np.stack(arrays) for arrays in zip(*group))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # scipy warns about degenerate BCa/percentile distributions at tiny n
-            result = stats.bootstrap(data, statistic, vectorized=True, axis=-1, n_resamples=n_resamples,
-                                     confidence_level=confidence, method=method, rng=np.random.default_rng(rng))
+            result = stats.bootstrap(data, _mean_of_each if paired else _difference_of_means, paired=paired,
+                                     vectorized=True, axis=-1, n_resamples=n_resamples, confidence_level=confidence,
+                                     method=method, rng=np.random.default_rng(rng))
         for i, low, high in zip(indices, result.confidence_interval.low, result.confidence_interval.high):
             intervals[i] = (float(low), float(high))
     return intervals
@@ -188,8 +197,8 @@ def paired_bootstrap_cis(differences: Sequence[np.ndarray], confidence: float = 
     each array; arrays of one length share one vectorised call (`_bootstrap_each`). Fewer than two seeds give
     (NaN, NaN), identical differences a zero-width interval.
     """
-    return _bootstrap_each([(np.asarray(d, dtype=float),) for d in differences], _mean, _fixed_paired,
-                           confidence, n_resamples=n_resamples, method=method, rng=rng)
+    return _bootstrap_each([(np.asarray(d, dtype=float),) for d in differences], _fixed_paired, confidence, paired=True,
+                           n_resamples=n_resamples, method=method, rng=rng)
 
 
 def paired_bootstrap_ci(treatment: Mapping[int, float], control: Mapping[int, float], confidence: float = 0.95, *,
@@ -212,7 +221,7 @@ def unpaired_bootstrap_cis(arms: Sequence[tuple[Mapping[int, float], Mapping[int
     seeds independently (the check beside `welch_difference_ci`). An arm with fewer than two seeds gives (NaN, NaN).
     Arms of the same sizes share one vectorised call (`_bootstrap_each`)."""
     samples = [(np.array(list(t.values()), dtype=float), np.array(list(c.values()), dtype=float)) for t, c in arms]
-    return _bootstrap_each(samples, _difference_of_means, _fixed_unpaired, confidence, n_resamples=n_resamples,
+    return _bootstrap_each(samples, _fixed_unpaired, confidence, paired=False, n_resamples=n_resamples,
                            method=method, rng=rng)
 
 
@@ -231,12 +240,17 @@ def _require_metric(summaries: pd.DataFrame, metric: str) -> None:
 
 def arm_values(runs: pd.DataFrame, method: str, metric: str) -> dict[int, float]:
     """Seed → metric for one method's runs, refusing missing or repeated seeds."""
-    rows = runs[runs["method"] == method]
-    if rows["seed"].isna().any():
+    return _seed_values(runs[runs["method"] == method], method, metric)
+
+
+def _seed_values(rows: pd.DataFrame, method: str, metric: str) -> dict[int, float]:
+    """`arm_values` of rows that are all `method`'s."""
+    seeds = rows["seed"]
+    if seeds.isna().any():
         raise ValueError(f"{method!r} has runs without a seed; compare the untrained base with headroom()")
-    if rows["seed"].duplicated().any():
-        raise ValueError(f"{method!r} has repeated seeds {sorted(rows['seed'][rows['seed'].duplicated()].unique())}")
-    return {int(s): float(v) for s, v in zip(rows["seed"], rows[metric])}
+    if seeds.duplicated().any():
+        raise ValueError(f"{method!r} has repeated seeds {sorted(seeds[seeds.duplicated()].unique())}")
+    return dict(zip(seeds.astype(int).tolist(), rows[metric].astype(float).tolist()))
 
 
 def _holm(p: pd.Series) -> pd.Series:
@@ -275,7 +289,7 @@ def compare_methods(summaries: pd.DataFrame, metric: str = "DB-12", *, controls:
     for name in models:
         runs = by_model.get(name, summaries.iloc[:0])
         by_method = dict(tuple(runs.groupby("method", sort=False)))  # one split, not a filter per method
-        arm = functools.cache(lambda m: arm_values(by_method[m], m, metric))  # a control serves many methods
+        arm = functools.cache(lambda m: _seed_values(by_method[m], m, metric))  # a control serves many methods
         block = []
         for method, control in controls.items():
             if method not in by_method:

@@ -31,8 +31,8 @@ def seed_matrix(summaries: pd.DataFrame, model: str, metric: str, *,
         raise ValueError(f"{model}: a (method, seed) run repeats")
     matrix = runs.set_index(["method", "seed"])[metric].unstack("seed")
     matrix = matrix.loc[list(pd.unique(runs["method"])), sorted(matrix.columns)]
-    missing = tuple((method, int(seed)) for method in matrix.index for seed in matrix.columns
-                    if pd.isna(matrix.loc[method, seed]))
+    rows, columns = np.nonzero(matrix.isna().to_numpy())  # row-major: method by method, seeds ascending
+    missing = tuple((matrix.index[i], int(matrix.columns[j])) for i, j in zip(rows, columns))
     if missing and not complete_seeds_only:
         raise UnmatchedSeedsError(missing)
     return matrix.dropna(axis="columns").astype(float)
