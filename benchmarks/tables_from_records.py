@@ -8,8 +8,9 @@ records plus writing every table and figure.
     python benchmarks/tables_from_records.py --against REV [--repeats 5]
 
 With `--against`, the package as of git revision REV is extracted into a temporary directory and the two sides run
-alternately, `--repeats` times each; the script prints both medians and their ratio, and checks that both sides wrote
-the same files with the same bytes (the PNGs too).
+alternately, `--repeats` times each; the script prints both sides' medians of wall-clock and of CPU seconds (the
+process's own, which a machine shared with other jobs inflates less) and their ratios, and checks that both sides wrote
+the same files with the same bytes.
 """
 from __future__ import annotations
 
@@ -45,12 +46,13 @@ def regenerate_once(out: Path, resamples: int) -> dict[str, float | int]:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "records.parquet"
         write_parquet(path, records)
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         loaded = load_records(path)
         read = time.perf_counter()
         regenerate(loaded, out, controls={m: "baseline" for m in METHODS[1:]}, bootstrap_resamples=resamples)
-        done = time.perf_counter()
-    return {"runs": runs, "rows": len(records), "read": read - start, "regenerate": done - read, "total": done - start}
+        done, cpu_done = time.perf_counter(), time.process_time()
+    return {"runs": runs, "rows": len(records), "read": read - start, "regenerate": done - read, "total": done - start,
+            "cpu": cpu_done - cpu_start}
 
 
 def run_side(package_root: Path, out: Path, resamples: int) -> dict[str, float | int]:
@@ -84,15 +86,18 @@ def compare(revision: str, repeats: int, resamples: int) -> None:
         tmp = Path(tmp)
         sides = {revision: extract_package(revision, tmp / "old"), "working tree": REPO}
         seconds: dict[str, list[float]] = {side: [] for side in sides}
+        cpu: dict[str, list[float]] = {side: [] for side in sides}
         for repeat in range(repeats):
             for side, root in sides.items():
-                seconds[side].append(run_side(root, tmp / "out" / side.replace(" ", "_"), resamples)["total"])
-            print(f"repeat {repeat + 1}: " + ", ".join(f"{side} {s[-1]:.2f} s" for side, s in seconds.items()),
-                  flush=True)
-        medians = {side: statistics.median(s) for side, s in seconds.items()}
-        old, new = medians.values()
-        print(f"median of {repeats} (alternating): " + ", ".join(f"{side} {m:.2f} s" for side, m in medians.items())
-              + f"; {revision}/working tree = {old / new:.2f}")
+                result = run_side(root, tmp / "out" / side.replace(" ", "_"), resamples)
+                seconds[side].append(result["total"])
+                cpu[side].append(result["cpu"])
+            print(f"repeat {repeat + 1}: " + ", ".join(f"{side} {seconds[side][-1]:.2f} s ({cpu[side][-1]:.2f} s CPU)"
+                                                      for side in sides), flush=True)
+        for name, measure in (("wall-clock", seconds), ("CPU", cpu)):
+            old, new = (statistics.median(measure[side]) for side in sides)
+            print(f"median {name} of {repeats} (alternating): {revision} {old:.2f} s, working tree {new:.2f} s; "
+                  f"{revision}/working tree = {old / new:.2f}")
         differing = differing_files(tmp / "out" / revision, tmp / "out" / "working_tree")
         files = sum(1 for p in (tmp / "out" / "working_tree").rglob("*") if p.is_file())
         print(f"outputs: {files} files, " + (f"{len(differing)} differ: {differing}" if differing else
@@ -120,7 +125,7 @@ def main() -> None:
         print(f"{result['runs']} runs, {result['rows']} record rows: {len(TABLES)} tables × 3 formats and "
               f"{len(FIGURES)} figures")
         print(f"read records {result['read']:.2f} s; tables and figures {result['regenerate']:.2f} s; "
-              f"total {result['total']:.2f} s")
+              f"total {result['total']:.2f} s ({result['cpu']:.2f} s CPU)")
 
 
 if __name__ == "__main__":
