@@ -245,12 +245,13 @@ def arm_values(runs: pd.DataFrame, method: str, metric: str) -> dict[int, float]
 
 def _seed_values(rows: pd.DataFrame, method: str, metric: str) -> dict[int, float]:
     """`arm_values` of rows that are all `method`'s."""
-    seeds = rows["seed"]
-    if seeds.isna().any():
+    seeds = rows["seed"].to_numpy(dtype=float, na_value=np.nan)
+    if np.isnan(seeds).any():
         raise ValueError(f"{method!r} has runs without a seed; compare the untrained base with headroom()")
-    if seeds.duplicated().any():
-        raise ValueError(f"{method!r} has repeated seeds {sorted(seeds[seeds.duplicated()].unique())}")
-    return dict(zip(seeds.astype(int).tolist(), rows[metric].astype(float).tolist()))
+    if len(np.unique(seeds)) < len(seeds):
+        repeated = sorted({int(s) for s in seeds[pd.Series(seeds).duplicated()]})
+        raise ValueError(f"{method!r} has repeated seeds {repeated}")
+    return dict(zip(seeds.astype(int).tolist(), rows[metric].to_numpy(dtype=float).tolist()))
 
 
 def _holm(p: pd.Series) -> pd.Series:
