@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from dataflex_rl.stats.paired import (compare_methods, paired_bootstrap_ci, paired_difference_ci, unpaired_bootstrap_ci,
-                                      welch_difference_ci)
+from dataflex_rl.stats.paired import (compare_methods, paired_bootstrap_ci, paired_bootstrap_cis, paired_difference_ci,
+                                      unpaired_bootstrap_ci, unpaired_bootstrap_cis, welch_difference_ci)
 
 
 def _arms(rng, n=6):
@@ -42,6 +42,35 @@ def test_unpaired_bootstrap_equals_scipy_resampling_each_arm():
                                 rng=np.random.default_rng(5)).confidence_interval
     assert (low, high) == pytest.approx((reference.low, reference.high), abs=1e-9)
     assert all(math.isnan(x) for x in unpaired_bootstrap_ci({1: 0.5, 2: 0.4}, {1: 0.4}))
+
+
+@pytest.mark.parametrize("method", ["percentile", "BCa"])
+def test_batched_paired_bootstrap_gives_each_array_its_own_scipy_interval(method):
+    # Arrays of several lengths (grouped into one scipy call per length) and degenerate ones among them: each gets
+    # exactly what a lone scipy call with a fresh generator gives it.
+    rng = np.random.default_rng(11)
+    arrays = [rng.normal(0.01, 0.02, n) for n in (5, 8, 5, 3, 8, 5)]
+    arrays[2:2] = [np.array([0.4]), np.full(4, 0.125)]
+    intervals = paired_bootstrap_cis(arrays, 0.9, n_resamples=999, method=method, rng=3)
+    assert all(math.isnan(x) for x in intervals[2]) and intervals[3] == (0.125, 0.125)
+    for d, (low, high) in zip(arrays[:2] + arrays[4:], intervals[:2] + intervals[4:]):
+        alone = stats.bootstrap((d,), np.mean, n_resamples=999, confidence_level=0.9, method=method,
+                                rng=np.random.default_rng(3)).confidence_interval
+        assert (low, high) == (alone.low, alone.high)
+
+
+def test_batched_unpaired_bootstrap_gives_each_pair_of_arms_its_own_scipy_interval():
+    rng = np.random.default_rng(12)
+    arms = [(dict(enumerate(rng.uniform(0.3, 0.6, nt))), dict(enumerate(rng.uniform(0.3, 0.6, nc))))
+            for nt, nc in ((9, 12), (4, 6), (9, 12), (5, 5), (9, 12))]
+    arms.append(({1: 0.5, 2: 0.5}, {1: 0.25, 2: 0.25, 3: 0.25}))
+    intervals = unpaired_bootstrap_cis(arms, 0.95, n_resamples=999, rng=8)
+    assert intervals[-1] == (0.25, 0.25)
+    for (t, c), interval in zip(arms[:-1], intervals):
+        alone = stats.bootstrap((np.array(list(t.values())), np.array(list(c.values()))),
+                                lambda a, b, axis=-1: a.mean(axis=axis) - b.mean(axis=axis), n_resamples=999,
+                                method="percentile", rng=np.random.default_rng(8)).confidence_interval
+        assert interval == (alone.low, alone.high)
 
 
 def test_welch_interval_equals_scipy_ttest_ind():

@@ -3,7 +3,7 @@ import math
 import pandas as pd
 
 from dataflex_rl.report.figures import forest_plot
-from dataflex_rl.report.tables import format_cell, write_table
+from dataflex_rl.report.tables import format_cell, latex_table_body, markdown_table, write_table
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -26,6 +26,17 @@ def test_write_table_csv_and_markdown(tmp_path):
     assert lines[4].endswith("| — | — | — |")
     assert len(lines) == 5
     assert sorted(p.name for p in tmp_path.iterdir()) == ["compare.csv", "compare.md"]
+
+
+def test_write_table_latex_escapes_every_special_character_and_matches_the_single_format_calls(tmp_path):
+    frame = pd.DataFrame({"name_x": ["a|b\\c", "{50%}", "$#&~^"], "v": [0.001, math.nan, 12.0]})
+    write_table(frame, tmp_path / "t", latex=True)
+    tex = (tmp_path / "t.tex").read_text(encoding="utf-8")
+    assert tex.splitlines() == [r"name\_x & v \\", r"\midrule", r"a|b\textbackslash{}c & 0.001 \\", r"\{50\%\} & -- \\",
+                                r"\$\#\&\textasciitilde{}\textasciicircum{} & 12.00 \\"]
+    assert tex == latex_table_body(frame)
+    assert (tmp_path / "t.md").read_text(encoding="utf-8") == markdown_table(frame)
+    assert markdown_table(frame).splitlines()[2] == "| a\\|b\\c | 0.001 |"
 
 
 def test_format_cell_escapes_and_keeps_small_values():

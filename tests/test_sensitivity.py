@@ -70,6 +70,45 @@ def test_seed_sufficiency_caps_subsets_and_matches_a_direct_computation():
     assert table.loc[2, "winner_agreement"] == pytest.approx(np.mean(wins), abs=1e-12)
 
 
+def _direct_seed_sufficiency(summaries: pd.DataFrame, metric: str, cap: int, rng: int) -> dict:
+    """The protocol spelled out one subset at a time: per model in order, sizes 2 … S, all subsets or `cap` distinct
+    random ones from one generator seeded `rng`; (winner agreement, mean ρ) per (model, n)."""
+    generator, out = np.random.default_rng(rng), {}
+    for model in pd.unique(summaries["model"]):
+        values = seed_matrix(summaries, model, metric).to_numpy()
+        full, count = values.mean(axis=1), values.shape[1]
+        for n in range(2, count + 1):
+            if math.comb(count, n) <= cap:
+                subsets = list(itertools.combinations(range(count), n))
+            else:
+                chosen = set()
+                while len(chosen) < cap:
+                    chosen.add(tuple(sorted(generator.choice(count, size=n, replace=False).tolist())))
+                subsets = sorted(chosen)
+            means = [values[:, list(s)].mean(axis=1) for s in subsets]
+            out[(model, n)] = (np.mean([m.argmax() == full.argmax() for m in means]),
+                               np.mean([stats.spearmanr(m, full).statistic for m in means]))
+    return out
+
+
+@pytest.mark.parametrize("seeds, cap", [({"m": 12}, 200), ({"a": 9, "b": 11}, 40)])
+def test_seed_sufficiency_random_subsets_match_one_subset_at_a_time(seeds, cap):
+    # Capped sizes draw random subsets, model after model from one generator: the vectorised table must be the one the
+    # subset-by-subset computation gives on the same draws (and the second model's draws continue the first's).
+    records = simulate_records(list(seeds), ["baseline", "x", "y", "z", "w"], list(range(1, 13)), untrained=False,
+                               items=50, benchmarks=["MATH-500", "BBH-logical-deduction", "GPQA-Diamond"], rng=4)
+    summaries = run_summaries(records)
+    summaries = summaries[summaries["seed"] <= summaries["model"].map(seeds)]
+    table = seed_sufficiency(summaries, "DB-3", max_subsets=cap, rng=9)
+    direct = _direct_seed_sufficiency(summaries, "DB-3", cap, rng=9)
+    assert len(table) == len(direct) == sum(count - 1 for count in seeds.values())
+    for row in table.itertuples():
+        agreement, rho = direct[(row.model, row.n_seeds)]
+        assert row.subsets == min(cap, math.comb(row.of_seeds, row.n_seeds))
+        assert row.winner_agreement == agreement
+        assert row.mean_spearman == pytest.approx(rho, abs=1e-12)
+
+
 def test_seed_matrix_names_unmatched_cells():
     summaries = _summaries({"a": [(0.5, 0), (0.5, 0)], "b": [(0.4, 0), (0.4, 0)]})
     summaries = summaries[~((summaries["method"] == "b") & (summaries["seed"] == 2))]

@@ -1,4 +1,5 @@
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -142,6 +143,19 @@ def test_compare_methods_names_the_missing_run():
 def test_unmatched_seeds_error_names_the_switch():
     with pytest.raises(UnmatchedSeedsError, match="stats.pairing"):
         paired_difference_ci({1: 0.5, 2: 0.4}, {1: 0.4})
+
+
+@pytest.mark.parametrize("arm, seeds, message", [
+    ("baseline", [1, 2, 2], "'baseline' has repeated seeds [2]"),
+    ("difffilter", [3, 1, 3], "'difffilter' has repeated seeds [3]"),
+    ("difffilter", [1, None, 2], "'difffilter' has runs without a seed"),
+])
+def test_compare_methods_refuses_an_arm_with_repeated_or_missing_seeds(arm, seeds, message):
+    rows = [{"model": "m", "method": method, "seed": seed, "DB-12": 0.5}
+            for method in ("baseline", "difffilter") for seed in (seeds if method == arm else [1, 2, 3])]
+    summaries = pd.DataFrame(rows).astype({"seed": "Int64"})
+    with pytest.raises(ValueError, match=re.escape(message)):
+        compare_methods(summaries, controls={"difffilter": "baseline"})
 
 
 def test_unpaired_comparison_is_welch_by_hand():

@@ -12,6 +12,9 @@ from matplotlib.figure import Figure
 from dataflex_rl.atomic import atomic_path
 
 
+FOREST_DPI = 150
+
+
 def forest_plot(comparison_df: pd.DataFrame, path: str | os.PathLike, metric: str) -> None:
     """PNG of each method's paired Δ versus its control with its CI, from a `compare_methods` table (points).
 
@@ -28,15 +31,22 @@ def forest_plot(comparison_df: pd.DataFrame, path: str | os.PathLike, metric: st
     errors = np.nan_to_num(np.vstack([delta - df["ci_low"].to_numpy(float), df["ci_high"].to_numpy(float) - delta]))
     y = np.arange(len(df))
 
-    fig = Figure(figsize=(4.0 + 0.07 * max(map(len, labels)), 1.0 + 0.3 * len(df)), layout="constrained")
+    width, height = 4.0 + 0.07 * max(map(len, labels)), 1.0 + 0.3 * len(df)
+    fig = Figure(figsize=(width, height), dpi=FOREST_DPI)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     ax.axvline(0.0, color="0.5", linewidth=1, linestyle="--")
     ax.errorbar(delta, y, xerr=errors, fmt="o", color="C0", ecolor="C0", capsize=3)
     ax.set_yticks(y, labels)
     ax.set_xlabel(f"Δ {metric} vs control (percentage points, paired t CI)")
+    # The left margin fits the widest label, measured by the renderer the PNG is drawn with (which keeps the text
+    # layouts for the draw): one drawing pass, where a layout engine draws the figure once more to measure it.
+    renderer = fig.canvas.get_renderer()
+    label_width = max(label.get_window_extent(renderer).width for label in ax.get_yticklabels()) / FOREST_DPI
+    fig.subplots_adjust(left=(label_width + 0.15) / width, right=1 - 0.15 / width, bottom=0.5 / height,
+                        top=1 - 0.05 / height)
     with atomic_path(path, suffix=".png") as tmp:
-        fig.savefig(tmp, format="png", dpi=150)
+        fig.savefig(tmp, format="png", dpi=FOREST_DPI)
 
 
 def _panels(count: int, width: float, height: float, ncols: int = 3, left: float = 1.6,

@@ -32,41 +32,56 @@ def format_cell(value, decimals: int = 2) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
-def markdown_table(df: pd.DataFrame, decimals: int = 2) -> str:
-    """A Markdown pipe table of `df` (index ignored), numeric columns right-aligned."""
+def _cells(df: pd.DataFrame, decimals: int) -> list[list[str]]:
+    """Every cell of `df` through `format_cell`, row by row: formatted once for both the Markdown and the LaTeX."""
+    return [[format_cell(v, decimals) for v in row] for row in df.itertuples(index=False, name=None)]
+
+
+def _markdown(df: pd.DataFrame, cells: list[list[str]]) -> str:
     numeric = [pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype) for dtype in df.dtypes]
     header = "| " + " | ".join(format_cell(str(c)) for c in df.columns) + " |"
     rule = "|" + "|".join("---:" if right else ":---" for right in numeric) + "|"
-    body = ["| " + " | ".join(format_cell(v, decimals) for v in row) + " |"
-            for row in df.itertuples(index=False, name=None)]
+    body = ["| " + " | ".join(row) + " |" for row in cells]
     return "\n".join([header, rule, *body]) + "\n"
 
 
-_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+def markdown_table(df: pd.DataFrame, decimals: int = 2) -> str:
+    """A Markdown pipe table of `df` (index ignored), numeric columns right-aligned."""
+    return _markdown(df, _cells(df, decimals))
+
+
+_LATEX_SPECIAL = str.maketrans({"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
+                                "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
+                                "^": r"\textasciicircum{}"})
 
 
 def latex_escape(text: str) -> str:
-    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
+    return text.translate(_LATEX_SPECIAL)
+
+
+def _latex_cell(text: str) -> str:
+    """A Markdown-formatted cell for LaTeX: pipes unescaped, the missing mark as "--", special characters escaped."""
+    return "--" if text == MISSING else latex_escape(text.replace("\\|", "|"))
+
+
+def _latex(df: pd.DataFrame, cells: list[list[str]]) -> str:
+    header = " & ".join(latex_escape(str(c)) for c in df.columns) + r" \\"
+    body = [" & ".join(map(_latex_cell, row)) + r" \\" for row in cells]
+    return "\n".join([header, r"\midrule", *body]) + "\n"
 
 
 def latex_table_body(df: pd.DataFrame, decimals: int = 2) -> str:
     """The header row, a \\midrule and one row per record, cells formatted as in Markdown and escaped for LaTeX; the
     column specification and the rules around it are the paper's to choose."""
-    def cell(value) -> str:
-        text = format_cell(value, decimals).replace("\\|", "|")
-        return "--" if text == MISSING else latex_escape(text)
-
-    header = " & ".join(latex_escape(str(c)) for c in df.columns) + r" \\"
-    body = [" & ".join(cell(v) for v in row) + r" \\" for row in df.itertuples(index=False, name=None)]
-    return "\n".join([header, r"\midrule", *body]) + "\n"
+    return _latex(df, _cells(df, decimals))
 
 
 def write_table(df: pd.DataFrame, stem: Path, decimals: int = 2, *, latex: bool = False) -> None:
     """Write `stem`.csv (full precision) and `stem`.md (rounded), and `stem`.tex (a LaTeX table body) when `latex`,
     each atomically; the index is not written."""
     stem = Path(stem)
+    cells = _cells(df, decimals)
     write_csv(stem.with_name(stem.name + ".csv"), df)
-    write_text(stem.with_name(stem.name + ".md"), markdown_table(df, decimals))
+    write_text(stem.with_name(stem.name + ".md"), _markdown(df, cells))
     if latex:
-        write_text(stem.with_name(stem.name + ".tex"), latex_table_body(df, decimals))
+        write_text(stem.with_name(stem.name + ".tex"), _latex(df, cells))

@@ -7,10 +7,11 @@ the cells it dropped beside the result; "unpaired" compares every seed of each a
 """
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -123,55 +124,113 @@ def welch_difference_ci(treatment: Mapping[int, float], control: Mapping[int, fl
                             confidence)
 
 
-def _mean_of_differences(a, b, axis=-1):
-    return np.mean(a - b, axis=axis)
+def _mean(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Mean over the last axis (where scipy.stats.bootstrap puts the resampled one), taken on a 2-d view.
+
+    numpy reduces the last axis of a 2-d array row by row (pairwise within a row) but may sum a 3-d stack
+    (comparisons × resamples × seeds) in another order, which moves the last bit; on the 2-d view each comparison's
+    bootstrap distribution is, to the bit, the one it gets alone.
+    """
+    if axis not in (-1, x.ndim - 1):
+        raise ValueError(f"the bootstrap statistic reduces the last axis, got axis={axis}")
+    return np.mean(x.reshape(-1, x.shape[-1]), axis=-1).reshape(x.shape[:-1])
 
 
 def _difference_of_means(a, b, axis=-1):
-    return np.mean(a, axis=axis) - np.mean(b, axis=axis)
+    return _mean(a, axis) - _mean(b, axis)
 
 
-def _bootstrap_interval(t: np.ndarray, c: np.ndarray, confidence: float, *, paired: bool, n_resamples: int,
-                        method: str, rng: int | None) -> tuple[float, float]:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # scipy warns about degenerate BCa/percentile distributions at tiny n
-        statistic = _mean_of_differences if paired else _difference_of_means
-        result = stats.bootstrap((t, c), statistic, paired=paired, vectorized=True, n_resamples=n_resamples,
-                                 confidence_level=confidence, method=method, rng=np.random.default_rng(rng))
-    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+def _mean_of_each(*arrays: np.ndarray, axis: int = -1) -> np.ndarray:
+    """The mean of each resampled array, stacked: [arrays, resamples]."""
+    return np.stack([np.mean(a, axis=axis) for a in arrays])
+
+
+def _bootstrap_each(samples: Sequence[tuple[np.ndarray, ...]], fixed: Callable, confidence: float, *, paired: bool,
+                    n_resamples: int, method: str, rng: int | None) -> list[tuple[float, float]]:
+    """scipy.stats.bootstrap's interval for each sample, vectorised over resamples and over the samples.
+
+    A sample is one array of per-seed differences (`paired`) or a (treatment, control) pair of arms. `fixed(sample)`
+    gives an interval that needs no resampling (too few seeds, no spread) or None. The others are grouped by their
+    arrays' lengths and each group is one scipy call with a generator seeded `rng` afresh; scipy draws one set of
+    resample indices per call, so every sample gets, to the bit, the interval it gets bootstrapped alone (with `rng`
+    None the samples of a group share their draws). Differences go in as scipy's paired samples, so each is resampled
+    as a 2-d array of its own (no copy); arms are stacked into [samples, seeds] and averaged by `_mean`.
+    """
+    intervals = [fixed(sample) for sample in samples]
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i, (sample, interval) in enumerate(zip(samples, intervals)):
+        if interval is None:
+            groups.setdefault(tuple(map(len, sample)), []).append(i)
+    for indices in groups.values():
+        group = [samples[i] for i in indices]
+        data = tuple(d for d, in group) if paired else tuple(np.stack(arrays) for arrays in zip(*group))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # scipy warns about degenerate BCa/percentile distributions at tiny n
+            result = stats.bootstrap(data, _mean_of_each if paired else _difference_of_means, paired=paired,
+                                     vectorized=True, axis=-1, n_resamples=n_resamples, confidence_level=confidence,
+                                     method=method, rng=np.random.default_rng(rng))
+        for i, low, high in zip(indices, result.confidence_interval.low, result.confidence_interval.high):
+            intervals[i] = (float(low), float(high))
+    return intervals
+
+
+def _fixed_paired(sample: tuple[np.ndarray]) -> tuple[float, float] | None:
+    differences, = sample
+    if len(differences) < 2:
+        return math.nan, math.nan
+    mean = float(differences.mean())
+    return (mean, mean) if np.ptp(differences) == 0 else None
+
+
+def _fixed_unpaired(sample: tuple[np.ndarray, np.ndarray]) -> tuple[float, float] | None:
+    t, c = sample
+    if min(len(t), len(c)) < 2:
+        return math.nan, math.nan
+    return (float(t[0] - c[0]),) * 2 if np.ptp(t) == 0 and np.ptp(c) == 0 else None
+
+
+def paired_bootstrap_cis(differences: Sequence[np.ndarray], confidence: float = 0.95, *, n_resamples: int = 9999,
+                         method: str = "percentile", rng: int | None = 0) -> list[tuple[float, float]]:
+    """Paired bootstrap interval for the mean of each array of per-seed differences (treatment − control).
+
+    Resampling the seeds jointly is resampling their differences, so this is scipy.stats.bootstrap of the mean of
+    each array; arrays of one length share one vectorised call (`_bootstrap_each`). Fewer than two seeds give
+    (NaN, NaN), identical differences a zero-width interval.
+    """
+    return _bootstrap_each([(np.asarray(d, dtype=float),) for d in differences], _fixed_paired, confidence, paired=True,
+                           n_resamples=n_resamples, method=method, rng=rng)
 
 
 def paired_bootstrap_ci(treatment: Mapping[int, float], control: Mapping[int, float], confidence: float = 0.95, *,
                         n_resamples: int = 9999, method: str = "percentile", rng: int | None = 0,
                         allow_unpaired: bool = False) -> tuple[float, float]:
-    """Paired bootstrap interval (scipy.stats.bootstrap, seeds resampled jointly) for mean(treatment − control).
+    """Paired bootstrap interval (seeds resampled jointly) for mean(treatment − control) over the shared seeds.
 
     A check beside the t interval, not a replacement: with 3 seeds there are only 10 distinct resamples, so it is
     narrower than the t interval. Percentile by default because BCa's jackknife degenerates at so few seeds.
-    Fewer than two seeds, or identical differences, give (NaN, NaN) / a zero-width interval.
     """
-    diff = paired_difference_ci(treatment, control, confidence, allow_unpaired=allow_unpaired)
-    if diff.n < 2:
-        return math.nan, math.nan
-    t = np.array([treatment[s] for s in diff.seeds], dtype=float)
-    c = np.array([control[s] for s in diff.seeds], dtype=float)
-    if np.ptp(t - c) == 0:
-        return diff.mean, diff.mean
-    return _bootstrap_interval(t, c, confidence, paired=True, n_resamples=n_resamples, method=method, rng=rng)
+    seeds = paired_difference_ci(treatment, control, confidence, allow_unpaired=allow_unpaired).seeds
+    differences = np.array([treatment[s] - control[s] for s in seeds], dtype=float)
+    return paired_bootstrap_cis([differences], confidence, n_resamples=n_resamples, method=method, rng=rng)[0]
+
+
+def unpaired_bootstrap_cis(arms: Sequence[tuple[Mapping[int, float], Mapping[int, float]]], confidence: float = 0.95,
+                           *, n_resamples: int = 9999, method: str = "percentile",
+                           rng: int | None = 0) -> list[tuple[float, float]]:
+    """Per (treatment, control): the bootstrap interval for mean(treatment) − mean(control) resampling each arm's
+    seeds independently (the check beside `welch_difference_ci`). An arm with fewer than two seeds gives (NaN, NaN).
+    Arms of the same sizes share one vectorised call (`_bootstrap_each`)."""
+    samples = [(np.array(list(t.values()), dtype=float), np.array(list(c.values()), dtype=float)) for t, c in arms]
+    return _bootstrap_each(samples, _fixed_unpaired, confidence, paired=False, n_resamples=n_resamples,
+                           method=method, rng=rng)
 
 
 def unpaired_bootstrap_ci(treatment: Mapping[int, float], control: Mapping[int, float], confidence: float = 0.95, *,
                           n_resamples: int = 9999, method: str = "percentile",
                           rng: int | None = 0) -> tuple[float, float]:
-    """Bootstrap interval for mean(treatment) − mean(control) resampling each arm's seeds independently (the check
-    beside `welch_difference_ci`). An arm with fewer than two seeds gives (NaN, NaN)."""
-    t = np.array(list(treatment.values()), dtype=float)
-    c = np.array(list(control.values()), dtype=float)
-    if min(len(t), len(c)) < 2:
-        return math.nan, math.nan
-    if np.ptp(t) == 0 and np.ptp(c) == 0:
-        return float(t[0] - c[0]), float(t[0] - c[0])
-    return _bootstrap_interval(t, c, confidence, paired=False, n_resamples=n_resamples, method=method, rng=rng)
+    """`unpaired_bootstrap_cis` of one (treatment, control)."""
+    return unpaired_bootstrap_cis([(treatment, control)], confidence, n_resamples=n_resamples, method=method,
+                                  rng=rng)[0]
 
 
 def _require_metric(summaries: pd.DataFrame, metric: str) -> None:
@@ -181,12 +240,18 @@ def _require_metric(summaries: pd.DataFrame, metric: str) -> None:
 
 def arm_values(runs: pd.DataFrame, method: str, metric: str) -> dict[int, float]:
     """Seed → metric for one method's runs, refusing missing or repeated seeds."""
-    rows = runs[runs["method"] == method]
-    if rows["seed"].isna().any():
+    return _seed_values(runs[runs["method"] == method], method, metric)
+
+
+def _seed_values(rows: pd.DataFrame, method: str, metric: str) -> dict[int, float]:
+    """`arm_values` of rows that are all `method`'s."""
+    seeds = rows["seed"].to_numpy(dtype=float, na_value=np.nan)
+    if np.isnan(seeds).any():
         raise ValueError(f"{method!r} has runs without a seed; compare the untrained base with headroom()")
-    if rows["seed"].duplicated().any():
-        raise ValueError(f"{method!r} has repeated seeds {sorted(rows['seed'][rows['seed'].duplicated()].unique())}")
-    return {int(s): float(v) for s, v in zip(rows["seed"], rows[metric])}
+    if len(np.unique(seeds)) < len(seeds):
+        repeated = sorted({int(s) for s in seeds[pd.Series(seeds).duplicated()]})
+        raise ValueError(f"{method!r} has repeated seeds {repeated}")
+    return dict(zip(seeds.astype(int).tolist(), rows[metric].to_numpy(dtype=float).tolist()))
 
 
 def _holm(p: pd.Series) -> pd.Series:
@@ -220,19 +285,19 @@ def compare_methods(summaries: pd.DataFrame, metric: str = "DB-12", *, controls:
         raise ValueError(f"pairing must be one of {PAIRINGS}, got {pairing!r}")
     _require_metric(summaries, metric)
     models = [model] if model is not None else sorted(summaries["model"].unique())
-    rows = []
+    blocks, samples = [], []
     by_model = dict(tuple(summaries.groupby("model", sort=False)))
     for name in models:
         runs = by_model.get(name, summaries.iloc[:0])
         by_method = dict(tuple(runs.groupby("method", sort=False)))  # one split, not a filter per method
+        arm = functools.cache(lambda m: _seed_values(by_method[m], m, metric))  # a control serves many methods
         block = []
         for method, control in controls.items():
             if method not in by_method:
                 continue
             if control not in by_method:
                 raise ValueError(f"{name}: control {control!r} of {method!r} has no runs")
-            treated = arm_values(by_method[method], method, metric)
-            base = arm_values(by_method[control], control, metric)
+            treated, base = arm(method), arm(control)
             diff, treated_seeds, base_seeds = arm_difference(treated, base, pairing, confidence,
                                                              (f"{name}/{method}", f"{name}/{control}"))
             block.append({
@@ -244,22 +309,25 @@ def compare_methods(summaries: pd.DataFrame, metric: str = "DB-12", *, controls:
                 "sd": POINTS * diff.sd, "p": diff.t_p_value,
                 "dropped_seeds": ", ".join(f"{side}:seed{seed}" for side, seed in diff.dropped),
             })
-            if bootstrap_resamples:
-                if pairing == "unpaired":
-                    low, high = unpaired_bootstrap_ci(treated, base, confidence, n_resamples=bootstrap_resamples)
-                else:
-                    low, high = paired_bootstrap_ci(treated, base, confidence, n_resamples=bootstrap_resamples,
-                                                    allow_unpaired=pairing == "shared_seeds")
-                block[-1].update(boot_low=POINTS * low, boot_high=POINTS * high)
+            samples.append((treated, base) if pairing == "unpaired" else
+                           np.array([treated[s] - base[s] for s in diff.seeds], dtype=float))
         if block:
             block_frame = pd.DataFrame(block)
             block_frame["p_holm"] = _holm(block_frame["p"])
-            rows.append(block_frame)
+            blocks.append(block_frame)
     columns = ["model", "method", "control", "metric", "pairing", "n_seeds", "method_mean", "control_mean",
                "delta_mean", "ci_low", "ci_high", "sd", "p", "p_holm", "dropped_seeds"]
     if bootstrap_resamples:
         columns[columns.index("sd"):columns.index("sd")] = ["boot_low", "boot_high"]
-    return pd.concat(rows, ignore_index=True)[columns] if rows else pd.DataFrame(columns=columns)
+    if not blocks:
+        return pd.DataFrame(columns=columns)
+    table = pd.concat(blocks, ignore_index=True)
+    if bootstrap_resamples:
+        # One call for every comparison: the bootstrap is vectorised over resamples and over comparisons.
+        bootstrap = unpaired_bootstrap_cis if pairing == "unpaired" else paired_bootstrap_cis
+        intervals = np.array(bootstrap(samples, confidence, n_resamples=bootstrap_resamples), dtype=float)
+        table["boot_low"], table["boot_high"] = POINTS * intervals[:, 0], POINTS * intervals[:, 1]
+    return table[columns]
 
 
 def headroom(summaries: pd.DataFrame, metric: str, trained_method: str = "baseline", *,

@@ -31,21 +31,35 @@ def seed_matrix(summaries: pd.DataFrame, model: str, metric: str, *,
         raise ValueError(f"{model}: a (method, seed) run repeats")
     matrix = runs.set_index(["method", "seed"])[metric].unstack("seed")
     matrix = matrix.loc[list(pd.unique(runs["method"])), sorted(matrix.columns)]
-    missing = tuple((method, int(seed)) for method in matrix.index for seed in matrix.columns
-                    if pd.isna(matrix.loc[method, seed]))
+    rows, columns = np.nonzero(matrix.isna().to_numpy())  # row-major: method by method, seeds ascending
+    missing = tuple((matrix.index[i], int(matrix.columns[j])) for i, j in zip(rows, columns))
     if missing and not complete_seeds_only:
         raise UnmatchedSeedsError(missing)
     return matrix.dropna(axis="columns").astype(float)
 
 
-def _subsets(seeds: Sequence[int], n: int, cap: int, rng: np.random.Generator) -> list[tuple[int, ...]]:
-    """All n-subsets of `seeds` if there are at most `cap`, else `cap` distinct ones drawn at random."""
-    if math.comb(len(seeds), n) <= cap:
-        return list(itertools.combinations(seeds, n))
+def _subsets(count: int, n: int, cap: int, rng: np.random.Generator) -> np.ndarray:
+    """All n-subsets of range(count) if there are at most `cap`, else `cap` distinct ones drawn at random; one sorted
+    subset a row, the rows sorted."""
+    if math.comb(count, n) <= cap:
+        return np.array(list(itertools.combinations(range(count), n)), dtype=np.intp).reshape(-1, n)
     chosen: set[tuple[int, ...]] = set()
     while len(chosen) < cap:
-        chosen.add(tuple(sorted(rng.choice(seeds, size=n, replace=False).tolist())))
-    return sorted(chosen)
+        chosen.add(tuple(sorted(rng.choice(count, size=n, replace=False).tolist())))
+    return np.array(sorted(chosen), dtype=np.intp)
+
+
+@functools.lru_cache(maxsize=8)
+def _subset_plan(seed_counts: tuple[int, ...], cap: int, rng: int) -> tuple[tuple[np.ndarray, ...], ...]:
+    """Per model (its number of seeds), the subsets of every size 2 … S, drawn in that order from one generator.
+
+    The draws depend on the seed counts only, not on the metric, so the summaries of one study share one plan."""
+    generator = np.random.default_rng(rng)
+    plan = tuple(tuple(_subsets(count, n, cap, generator) for n in range(2, count + 1)) for count in seed_counts)
+    for subsets in plan:
+        for array in subsets:
+            array.flags.writeable = False
+    return plan
 
 
 def _ranks(x: np.ndarray) -> np.ndarray:
@@ -58,19 +72,19 @@ def seed_sufficiency(summaries: pd.DataFrame, metric: str, *, max_subsets: int =
     """Per (model, n seeds): subsets tried, how often the subset's winner is the all-seed winner, and mean Spearman ρ
     between the subset's and the all-seed method means (NaN-free subsets only). Models with < 2 methods are skipped.
     `complete_seeds_only`: see `seed_matrix`."""
-    generator = np.random.default_rng(rng)
+    matrices = {model: seed_matrix(summaries, model, metric, complete_seeds_only=complete_seeds_only)
+                for model in pd.unique(summaries["model"])}
+    matrices = {model: matrix for model, matrix in matrices.items() if len(matrix) >= 2}
+    plan = _subset_plan(tuple(matrix.shape[1] for matrix in matrices.values()), max_subsets, rng)
     rows = []
-    for model in pd.unique(summaries["model"]):
-        matrix = seed_matrix(summaries, model, metric, complete_seeds_only=complete_seeds_only)
-        if len(matrix) < 2:
-            continue
+    for (model, matrix), subsets_by_size in zip(matrices.items(), plan):
         values, seeds = matrix.to_numpy(), list(matrix.columns)
         full = values.mean(axis=1)
         full_ranks = _ranks(full)
         winner = int(np.argmax(full))
-        for n in range(2, len(seeds) + 1):
-            subsets = _subsets(list(range(len(seeds))), n, max_subsets, generator)
-            means = np.stack([values[:, list(s)].mean(axis=1) for s in subsets])  # [subsets, methods]
+        for n, subsets in enumerate(subsets_by_size, start=2):
+            # [subsets, methods]; seed-major, so each mean sums its seeds left to right, as one subset alone does
+            means = values.T[subsets.T].mean(axis=0)
             ranks = _ranks(means)
             # Pearson on ranks = Spearman; constant rows (all methods tied) have no ranking.
             centred = ranks - ranks.mean(axis=1, keepdims=True)
