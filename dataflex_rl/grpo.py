@@ -103,6 +103,8 @@ def aggregate_token_loss(
     Padding is selected away rather than multiplied by 0, so a NaN there cannot leak in (verl PR #6349); an empty
     response adds 0.
     """
+    if mode not in LOSS_AGGREGATIONS:
+        raise ValueError(f"unknown loss aggregation {mode!r}; known: {', '.join(LOSS_AGGREGATIONS)}")
     if dp_size > 1 and (
             (mode == "token-mean" and batch_num_tokens is None)
             or (mode.startswith("seq-mean") and global_batch_size is None)):
@@ -115,12 +117,9 @@ def aggregate_token_loss(
     if mode == "token-mean":
         tokens = lengths.sum().clamp_min(1.0) if batch_num_tokens is None else batch_num_tokens
         return masked.sum() / tokens * dp_size
+    per_response = masked.sum(dim=-1)  # seq-mean-token-sum(-norm)
     if mode == "seq-mean-token-mean":
-        per_response = masked.sum(dim=-1) / lengths.clamp_min(1.0)
-    elif mode in ("seq-mean-token-sum", "seq-mean-token-sum-norm"):
-        per_response = masked.sum(dim=-1)
-    else:
-        raise ValueError(f"unknown loss aggregation {mode!r}; known: {', '.join(LOSS_AGGREGATIONS)}")
+        per_response = per_response / lengths.clamp_min(1.0)
     responses = (lengths > 0).sum().clamp_min(1) if global_batch_size is None else global_batch_size
     loss = per_response.sum() / responses * dp_size
     if mode == "seq-mean-token-sum-norm":
