@@ -116,6 +116,10 @@ def schema_errors(config: Mapping[str, Any], schema: Mapping[str, Any]) -> list[
         elif error.validator == "type" and error.validator_value in ("number", "integer") \
                 and _reads_as_number(error.instance):
             errors.append(f"{where}: {error.instance!r} is text, not a number; {_number_fix(error.instance)}")
+        elif error.validator == "enum":
+            description = error.schema.get("description")
+            fix = did_you_mean(error.instance, error.validator_value) or "; use one of these"
+            errors.append(f"{where}: {error.message}" + (f" ({description})" if description else "") + fix)
         else:
             description = error.schema.get("description")
             hint = "; list each value once" if error.validator == "uniqueItems" else ""

@@ -1,4 +1,8 @@
-"""The one GRPO recipe every method shares (the paper: K=5, KL 1e-3 low_var_kl, one update per batch)."""
+"""The one GRPO recipe every method shares (the paper: K=5, KL 1e-3 low_var_kl, one update per batch).
+
+`loss_aggregation` is verl's `loss_agg_mode`: "seq-mean-token-mean" over G·K responses is the paper's Eq. 1 (the
+default); "token-mean" is what the authors' released runs used (verl's default, which they never overrode).
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,3 +22,4 @@ class GRPOSettings:
     temperature: float = 1.0
     grad_clip: float = 1.0
     checkpoint_every: int = 25
+    loss_aggregation: str = "seq-mean-token-mean"

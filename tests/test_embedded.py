@@ -1,4 +1,6 @@
 """The embedded backend: decoding, shared-prefix log-probs, determinism and resume of the GRPO trainer."""
+import json
+
 import pandas as pd
 import pytest
 import torch
@@ -9,8 +11,10 @@ from dataflex_rl.backends.embedded.model import load_model
 from dataflex_rl.backends.embedded.sequences import response_logprobs
 from dataflex_rl.backends.embedded.trainer import EmbeddedGRPOTrainer
 from dataflex_rl.backends.embedded.settings import ModelShape, WarmupSettings
+from dataflex_rl.items import item_metadata
 from dataflex_rl.methods import MethodSpec
 from dataflex_rl.recipe import GRPOSettings
+from dataflex_rl.regimes.noisy_rewards import NOISY_REWARD_KEY
 from dataflex_rl.tasks.corpus import build_corpus
 
 TEMPLATE = "{question}\nAnswer:"
@@ -98,3 +102,24 @@ def test_metrics_record_policy_effects(workspace, tmp_path):
     assert expected_columns <= set(metrics.columns)
     # difffilter keeps exactly the non-degenerate groups of binary rewards with K=5 (q in {0.4, 0.6}) — never more
     assert (metrics["kept_fraction"] <= 1 - metrics["degenerate_group_fraction"] + 1e-9).all()
+
+
+def test_the_loss_aggregation_setting_reaches_the_loss(workspace, tmp_path):
+    """At step 0 the policy is the reference and on-policy (ρ = 1, KL 0), so the loss is −Σ A·(a token's share).
+    Under Eq. 1 each response is averaged over its own tokens, so a group's advantages, which sum to 0, cancel; under
+    token-mean a response weighs by its length, so groups with a reward spread and unequal lengths leave a loss.
+    Bernoulli(0.5) rewards on every prompt (the noisy-rewards regime's mark) give the spread."""
+    root, corpus = workspace
+    noisy = corpus.assign(metadata=[json.dumps({**item_metadata(row), NOISY_REWARD_KEY: 0.5})
+                                    for row in corpus.to_dict("records")])
+    first_step = {}
+    for mode in ("seq-mean-token-mean", "token-mean"):
+        settings = GRPOSettings(steps=1, prompts_per_step=4, rollouts=5, max_new_tokens=4, checkpoint_every=1,
+                                loss_aggregation=mode)
+        trainer = EmbeddedGRPOTrainer(root / "base", noisy, MethodSpec("baseline", "baseline", {}, "none"), 7,
+                                      settings, TEMPLATE)
+        first_step[mode] = trainer.train(tmp_path / mode, progress=False).iloc[0]
+    eq1, token_mean = first_step["seq-mean-token-mean"], first_step["token-mean"]
+    assert eq1["mean_reward"] == token_mean["mean_reward"] and eq1["degenerate_group_fraction"] < 1  # same rollouts
+    assert abs(eq1["loss"]) < 1e-6
+    assert abs(token_mean["loss"]) > 1e-3

@@ -76,7 +76,8 @@ def test_overrides_compose_with_verls_ppo_trainer_and_pass_its_validation(tmp_pa
     assert (actor.clip_ratio_low, actor.clip_ratio_high) == (training.clip_low, training.clip_high)
     assert rollout.temperature == training.temperature
     # Eq. 1: 1/(GK) over one update per batch
-    assert actor.loss_agg_mode == "seq-mean-token-mean" and actor.ppo_epochs == 1
+    assert actor.loss_agg_mode == training.loss_aggregation == "seq-mean-token-mean" and actor.ppo_epochs == 1
+    assert actor.clip_ratio_c == 3.0  # the dual clip dataflex_rl.grpo applies
     assert actor.ppo_mini_batch_size == cfg.data.train_batch_size == training.prompts_per_step
     assert cfg.data.max_response_length == rollout.response_length == training.max_new_tokens
     # per-run seeds for the data order and the rollouts (verl's default 42 would repeat rollouts across seeds)
@@ -101,6 +102,13 @@ def test_the_attention_implementation_and_padding_go_together(tmp_path, attentio
     _validate(cfg)
     assert cfg.actor_rollout_ref.model.use_remove_padding is remove_padding
     assert cfg.actor_rollout_ref.model.override_config.get("attn_implementation", "flash_attention_2") == attention
+
+
+def test_the_released_aggregation_reaches_verl(tmp_path):
+    training = replace(GRPOSettings(), loss_aggregation="token-mean")
+    cfg = _compose(run_overrides("m", training, 1, gpus=1, cpus=2, files=_files(tmp_path), attention="sdpa"))
+    _validate(cfg)
+    assert cfg.actor_rollout_ref.actor.loss_agg_mode == "token-mean"
 
 
 def test_the_command_runs_verls_entry_point_with_the_overrides(tmp_path):

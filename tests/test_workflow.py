@@ -76,7 +76,7 @@ REPLANNED = {
     **{f"training.{key}": value for key, value in (
         ("steps", 4), ("prompts_per_step", 5), ("rollouts", 4), ("max_new_tokens", 5), ("learning_rate", 3e-4),
         ("kl_coef", 0.01), ("kl_kind", "k1"), ("clip_low", 0.3), ("clip_high", 0.3), ("temperature", 0.9),
-        ("grad_clip", 0.5))},
+        ("grad_clip", 0.5), ("loss_aggregation", "token-mean"))},
     "methods.difffilter.params.low": 0.1,
     "prompt_template": "Q: {question}\nAnswer:",
     "evaluation.max_new_tokens": 5, "evaluation.batch_size": 7, "evaluation.min_parse_rate": 0.1,
@@ -88,7 +88,7 @@ REPLANNED = {
 EXPECTED = {
     **{f"training.{key}": {"train": 8, "score": 8, **AFTER_TRAIN} for key in (
         "steps", "prompts_per_step", "rollouts", "max_new_tokens", "learning_rate", "kl_coef", "kl_kind",
-        "clip_low", "clip_high", "temperature", "grad_clip")},
+        "clip_low", "clip_high", "temperature", "grad_clip", "loss_aggregation")},
     "methods.difffilter.params.low": {"train": 2, "score": 2, **AFTER_TRAIN},
     "methods.softmax.policy": {"train": 2, "score": 2, **AFTER_TRAIN},
     "prompt_template": AFTER_BASE,

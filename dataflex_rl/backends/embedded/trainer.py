@@ -154,7 +154,7 @@ class EmbeddedGRPOTrainer:
             health["kept fraction"] = f"{weighed.weights.kept_fraction:.4g}"
             loss, stats = grpo.grpo_loss(logp, old_logp, ref_logp, weighed.advantages, token_mask, weighed.pg,
                                          weighed.kl, kl_coef=s.kl_coef, clip_low=s.clip_low, clip_high=s.clip_high,
-                                         kl_kind=s.kl_kind)
+                                         kl_kind=s.kl_kind, loss_aggregation=s.loss_aggregation)
             health["loss"] = f"{float(loss.detach()):.4g}"
             self.optimiser.zero_grad()
             loss.backward()

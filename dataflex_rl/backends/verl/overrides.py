@@ -16,9 +16,6 @@ from dataflex_rl.recipe import GRPOSettings
 
 TRAINER_MODE = "dataflex_rl"  # the name the plugin registers its PPOTrainerSync subclass under
 REWARD_MODULE = "pkg://dataflex_rl.backends.verl.reward"  # pkg://: a file path would load a second module copy
-# Eq. 1's 1/(GK) over all responses of a step, dropped ones included (with ppo_mini_batch_size == train_batch_size
-# verl sets global_batch_size to G·K; research note §3).
-LOSS_AGGREGATION = "seq-mean-token-mean"
 # The released recipe's prompt length (experiments/train_one_7b_jizhi.sh), for a study that sets no prompt cap; verl
 # refuses a longer prompt (data.truncation: error) rather than cutting it.
 DEFAULT_PROMPT_TOKENS = 1024
@@ -72,9 +69,12 @@ def run_overrides(model_path: str, training: GRPOSettings, seed: int, *, gpus: i
         f"{actor}.entropy_coeff=0",
         f"{actor}.clip_ratio_low={training.clip_low}",
         f"{actor}.clip_ratio_high={training.clip_high}",
+        f"{actor}.clip_ratio_c=3.0",  # the dual clip, as dataflex_rl.grpo.ppo_clip_token_loss applies it
         f"{actor}.grad_clip={training.grad_clip}",
         f"{actor}.optim.lr={training.learning_rate}",
-        f"{actor}.loss_agg_mode={LOSS_AGGREGATION}",
+        # Eq. 1 (seq-mean-token-mean: with ppo_mini_batch_size == train_batch_size verl's global_batch_size is G·K,
+        # so a dropped response stays in 1/(GK)), or the released runs' token-mean (training.loss_aggregation)
+        f"{actor}.loss_agg_mode={training.loss_aggregation}",
         f"{actor}.ppo_epochs=1",
         f"{actor}.ppo_mini_batch_size={training.prompts_per_step}",
         f"{actor}.ppo_micro_batch_size_per_gpu={MICRO_BATCH_PER_GPU}",
