@@ -30,7 +30,7 @@ BENCHMARK_PROMPTS = CappedText(
     f"when the items are loaded), raise the model's max_position_embeddings, or set {PROMPT_CAP_KEY}",
     BenchmarkFitError)
 BENCHMARK_ANSWERS = CappedText(
-    "gold answers", "after their leading space", ANSWER_CAP_KEY,
+    "gold answers", "as the tokenizer spells them", ANSWER_CAP_KEY,
     "No answer the model writes within its positions could match a longer one",
     "Check the file's answer column, remove those items (data_validation.benchmarks.max_answer_chars quarantines long "
     f"answers when the items are loaded), or set {ANSWER_CAP_KEY}", BenchmarkFitError)

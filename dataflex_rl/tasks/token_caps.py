@@ -9,8 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from dataflex_rl.tasks.prompting import render_target
-
 EXAMPLES = 3  # over-long texts named in the message (all are counted)
 
 
@@ -66,5 +64,5 @@ def answer_token_cap(capped: CappedText, model_key: str, model: Mapping[str, Any
 
 
 def answer_lengths(tokenizer, answers: Sequence[str]) -> list[int]:
-    """Each gold answer's length in tokens as the model writes it: after one space (tasks.prompting.render_target)."""
-    return [len(tokenizer(render_target(answer), add_special_tokens=False).input_ids) for answer in answers]
+    """Each gold answer's length in tokens, as the model's tokenizer spells it."""
+    return [len(tokenizer(answer, add_special_tokens=False).input_ids) for answer in answers]

@@ -29,7 +29,7 @@ TRAINING_PROMPTS = CappedText(
     "Shorten or remove those rows (data_validation.corpus.max_prompt_chars quarantines long prompts when the corpus is "
     f"built), raise the model's max_position_embeddings, or set {CAP_KEY}", TrainingCorpusError)
 TRAINING_ANSWERS = CappedText(
-    "gold answers", "after their leading space", ANSWER_CAP_KEY,
+    "gold answers", "as the tokenizer spells them", ANSWER_CAP_KEY,
     "The base model's warm-up trains on each gold answer: a longer one would run past the model's positions",
     "Shorten or remove those rows (data_validation.corpus.max_answer_chars quarantines long answers when the corpus is "
     f"built), raise the model's max_position_embeddings, or set {ANSWER_CAP_KEY}", TrainingCorpusError)
