@@ -30,7 +30,7 @@ def _peak_mb() -> float:
 
 
 def _prompt_tokens(spec: dict) -> int:
-    """The longest prompt a job accepts by default (its prompt-token cap): what the positions leave beside a response."""
+    """The longest prompt a job accepts by default (its prompt-token cap): the positions less a response's."""
     return spec["shape"]["max_position_embeddings"] - spec["max_new_tokens"]
 
 

@@ -34,9 +34,9 @@ def score_benchmarks(generator, items_paths: list, outputs: list, shard_keys: li
                      evaluation: dict, token_caps=None) -> None:
     """Score each benchmark's items with the one loaded model and write its per-item records atomically. First every
     benchmark is checked against the job's `token_caps` (dataflex_rl.evaluate.benchmark_fit), so that an over-long
-    item stops the job before it scores anything. Each finished benchmark is then kept as a shard (`dataflex_rl.evaluate.shards`) under its key (the state key of its
-    settings and inputs) that a retry of a failed job copies instead of rescoring; the shards go once every output
-    is written."""
+    item stops the job before it scores anything. Each finished benchmark is then kept as a shard
+    (`dataflex_rl.evaluate.shards`) under its key (the state key of its settings and inputs) that a retry of a failed
+    job copies instead of rescoring; the shards go once every output is written."""
     for items_path in items_paths:
         check_benchmark_tokens(generator.tokenizer, pd.read_parquet(items_path), template, token_caps, items_path)
     for items_path, output, key in zip(items_paths, outputs, shard_keys, strict=True):

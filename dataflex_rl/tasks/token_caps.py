@@ -52,8 +52,8 @@ def check_token_cap(capped: CappedText, ids: Sequence[str], lengths: Sequence[in
     named = ", ".join(f"{text_id!r} ({length} tokens)" for text_id, length in over[:EXAMPLES])
     more = f" and {len(over) - EXAMPLES} more" if len(over) > EXAMPLES else ""
     raise capped.error(
-        f"{where}: {len(over)} of {len(lengths)} {capped.noun} are longer than {cap['tokens']} tokens {capped.measured} "
-        f"({cap['source']}): {named}{more}. {capped.harm}. {capped.fix}")
+        f"{where}: {len(over)} of {len(lengths)} {capped.noun} are longer than {cap['tokens']} tokens "
+        f"{capped.measured} ({cap['source']}): {named}{more}. {capped.harm}. {capped.fix}")
 
 
 def answer_token_cap(capped: CappedText, model_key: str, model: Mapping[str, Any],

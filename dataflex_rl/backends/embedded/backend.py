@@ -102,8 +102,9 @@ class EmbeddedBackend:
         prompt_tokens = shape.max_position_embeddings - max_new_tokens
         estimate = score_peak_mb(shape, batch_size, max_new_tokens, prompt_tokens)
         batch = f"evaluation.batch_size {batch_size} answers of up to evaluation.max_new_tokens {max_new_tokens}"
-        prompts = (f"{prompt_tokens} (max_position_embeddings {shape.max_position_embeddings} − evaluation.max_new_tokens "
-                   f"{max_new_tokens}, the most data_validation.benchmarks.max_prompt_tokens lets through)")
+        prompts = (f"{prompt_tokens} (max_position_embeddings {shape.max_position_embeddings} − "
+                   f"evaluation.max_new_tokens {max_new_tokens}, the most data_validation.benchmarks.max_prompt_tokens "
+                   "lets through)")
         return _memory_errors("score", key, shape, batch, prompts, estimate, resources, "lower evaluation.batch_size")
 
     def build_base_model(self, model: Mapping[str, Any], *, corpus, out_dir, template: str, threads: int,

@@ -3,9 +3,9 @@ shape, the batch and the lengths, so that a batch that cannot fit in the job's `
 
 Every prompt is taken at the longest a job accepts: a train job's at the prompt-token cap that its corpus is checked
 against before the first step (dataflex_rl.tasks.training_fit; default max_position_embeddings − max_new_tokens), a
-score job's at the prompt-token cap its benchmarks are checked against at its start
-(dataflex_rl.evaluate.benchmark_fit; default max_position_embeddings − evaluation.max_new_tokens). The estimate thus bounds the
-worst batch a corpus can send, and the model's buffers are counted as if all were alive at once. Float32 throughout,
+score job's at the prompt-token cap its benchmarks are checked against at its start (dataflex_rl.evaluate.benchmark_fit;
+default max_position_embeddings − evaluation.max_new_tokens). The estimate thus bounds the worst batch a corpus or a
+benchmark can send, and the model's buffers are counted as if all were alive at once. Float32 throughout,
 as the embedded backend trains and decodes. The process itself (Python, torch, transformers, the job's modules)
 costs `PROCESS_MB`, measured. benchmarks/embedded_memory.py measures real jobs beside this estimate (its docstring
 has the calibration), and tests/test_resource_fit.py asserts measured ≤ estimate ≤ 2 × measured.
