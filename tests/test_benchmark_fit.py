@@ -57,7 +57,7 @@ def test_a_score_job_refuses_prompts_over_the_default_cap_naming_items_and_lengt
     items = _items(tmp_path / "gsm8k.parquet", [10, 61, 8, 200, 60])
     with pytest.raises(BenchmarkFitError) as refused:
         _score(base, tmp_path, [items], DEFAULT_CAPS)
-    assert (f"{items}: 2 of 5 item prompts are longer than 60 tokens after the template "
+    assert (f"{items}: 2 of 5 prompts are longer than 60 tokens after the template "
             "(models.tiny.shape.max_position_embeddings 64 − evaluation.max_new_tokens 4, the default of "
             "data_validation.benchmarks.max_prompt_tokens): 'gsm8k-1' (61 tokens), 'gsm8k-3' (200 tokens).") \
         in str(refused.value)
@@ -70,7 +70,7 @@ def test_a_score_job_checks_every_benchmark_before_it_scores_the_first(base, tmp
     caps = benchmark_token_caps("models.tiny", MODEL, MAX_NEW_TOKENS, {"max_prompt_tokens": 12})
     with pytest.raises(BenchmarkFitError) as refused:
         _score(base, tmp_path, [fits, over], caps)
-    assert (f"{over}: 4 of 5 item prompts are longer than 12 tokens after the template "
+    assert (f"{over}: 4 of 5 prompts are longer than 12 tokens after the template "
             "(data_validation.benchmarks.max_prompt_tokens): 'math500-1' (13 tokens), 'math500-2' (30 tokens), "
             "'math500-3' (14 tokens) and 1 more") in str(refused.value)
     assert not (tmp_path / "scores").exists()

@@ -15,25 +15,13 @@ import pandas as pd
 from dataflex_rl.tasks.prompting import render_item_prompt
 from dataflex_rl.tasks.token_caps import CappedText, answer_lengths, answer_token_cap, check_token_cap, token_cap
 
-PROMPT_CAP_KEY = "data_validation.benchmarks.max_prompt_tokens"
-ANSWER_CAP_KEY = "data_validation.benchmarks.max_answer_tokens"
-
 
 class BenchmarkFitError(ValueError):
     """A benchmark holds an item longer than the score job's token caps."""
 
 
-BENCHMARK_PROMPTS = CappedText(
-    "item prompts", "after the template", PROMPT_CAP_KEY,
-    "A longer prompt and its answer would run past the model's positions and the memory the score job was sized for",
-    "Remove those items from the benchmark file (data_validation.benchmarks.max_prompt_chars quarantines long prompts "
-    f"when the items are loaded), raise the model's max_position_embeddings, or set {PROMPT_CAP_KEY}",
-    BenchmarkFitError)
-BENCHMARK_ANSWERS = CappedText(
-    "gold answers", "as the tokenizer spells them", ANSWER_CAP_KEY,
-    "No answer the model writes within its positions could match a longer one",
-    "Check the file's answer column, remove those items (data_validation.benchmarks.max_answer_chars quarantines long "
-    f"answers when the items are loaded), or set {ANSWER_CAP_KEY}", BenchmarkFitError)
+BENCHMARK_PROMPTS = CappedText("data_validation.benchmarks.max_prompt_tokens", BenchmarkFitError)
+BENCHMARK_ANSWERS = CappedText("data_validation.benchmarks.max_answer_tokens", BenchmarkFitError)
 
 
 def benchmark_token_caps(model_key: str, model: Mapping[str, Any], max_new_tokens: int,

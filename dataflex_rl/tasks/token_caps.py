@@ -11,18 +11,36 @@ from typing import Any, Mapping, Sequence
 
 EXAMPLES = 3  # over-long texts named in the message (all are counted)
 
+# Per kind of text: what the message calls them, how they are measured, why a longer one cannot run.
+_KINDS = {
+    "prompt": ("prompts", "after the template",
+               "A longer prompt would run past the model's positions and the memory its jobs were sized for"),
+    "answer": ("gold answers", "as the tokenizer spells them",
+               "A longer gold answer leaves no room in the model's positions to write it or to train on it"),
+}
+# Per data_validation section: the first step of the fix, and when its character caps quarantine rows.
+_SECTIONS = {"corpus": ("Shorten or remove those rows", "the corpus is built"),
+             "benchmarks": ("Remove those items from the benchmark file", "the items are loaded")}
+
 
 @dataclass(frozen=True)
 class CappedText:
-    """What a token cap bounds: the texts (`noun`, how they are measured), the config key that sets the cap, why a
-    longer one cannot run, the fix, and the error the job raises."""
+    """The texts a token cap bounds, named by the cap's config key (`data_validation.<corpus|benchmarks>.
+    max_<prompt|answer>_tokens`), and the error a job raises for one over it."""
 
-    noun: str
-    measured: str
     key: str
-    harm: str
-    fix: str
     error: type[ValueError]
+
+    def refusal(self, where: str, over: Sequence[tuple[str, int]], total: int, cap: Mapping[str, Any]) -> str:
+        section, name = self.key.split(".")[1:]
+        kind = name.split("_")[1]
+        nouns, measured, harm = _KINDS[kind]
+        remedy, built = _SECTIONS[section]
+        named = ", ".join(f"{text_id!r} ({length} tokens)" for text_id, length in over[:EXAMPLES])
+        more = f" and {len(over) - EXAMPLES} more" if len(over) > EXAMPLES else ""
+        return (f"{where}: {len(over)} of {total} {nouns} are longer than {cap['tokens']} tokens {measured} "
+                f"({cap['source']}): {named}{more}. {harm}. {remedy} (data_validation.{section}.max_{kind}_chars "
+                f"quarantines long {kind}s when {built}), raise the model's max_position_embeddings, or set {self.key}")
 
 
 def token_cap(capped: CappedText, model_key: str, model: Mapping[str, Any], reserved: str, reserved_tokens: int,
@@ -41,26 +59,21 @@ def token_cap(capped: CappedText, model_key: str, model: Mapping[str, Any], rese
                       f"{capped.key}"}
 
 
+def answer_token_cap(capped: CappedText, model_key: str, model: Mapping[str, Any],
+                     configured: int | None = None) -> dict[str, Any] | None:
+    """The longest gold answer of `capped`, in tokens, by default what the model's positions hold beside the
+    end-of-text token that closes an answer: past that, no answer could be written or trained on."""
+    return token_cap(capped, model_key, model, "1 end-of-text token", 1, configured)
+
+
 def check_token_cap(capped: CappedText, ids: Sequence[str], lengths: Sequence[int], cap: Mapping[str, Any] | None,
                     where: str) -> None:
     """Refuse every text of `where` longer than `cap` tokens, naming the first EXAMPLES with their lengths."""
     if cap is None:
         return
     over = [(text_id, length) for text_id, length in zip(ids, lengths, strict=True) if length > cap["tokens"]]
-    if not over:
-        return
-    named = ", ".join(f"{text_id!r} ({length} tokens)" for text_id, length in over[:EXAMPLES])
-    more = f" and {len(over) - EXAMPLES} more" if len(over) > EXAMPLES else ""
-    raise capped.error(
-        f"{where}: {len(over)} of {len(lengths)} {capped.noun} are longer than {cap['tokens']} tokens "
-        f"{capped.measured} ({cap['source']}): {named}{more}. {capped.harm}. {capped.fix}")
-
-
-def answer_token_cap(capped: CappedText, model_key: str, model: Mapping[str, Any],
-                     configured: int | None = None) -> dict[str, Any] | None:
-    """The longest gold answer of `capped`, in tokens, by default what the model's positions hold beside the
-    end-of-text token that closes an answer: past that, no answer could be written or trained on."""
-    return token_cap(capped, model_key, model, "1 end-of-text token", 1, configured)
+    if over:
+        raise capped.error(capped.refusal(where, over, len(lengths), cap))
 
 
 def answer_lengths(tokenizer, answers: Sequence[str]) -> list[int]:

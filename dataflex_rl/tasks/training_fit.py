@@ -16,23 +16,14 @@ from typing import Any, Mapping
 from dataflex_rl.tasks.token_caps import CappedText, token_cap
 
 CAP_KEY = "data_validation.corpus.max_prompt_tokens"
-ANSWER_CAP_KEY = "data_validation.corpus.max_answer_tokens"
 
 
 class TrainingCorpusError(ValueError):
     """The training corpus holds a prompt longer than the token cap, or fewer prompts than one step draws."""
 
 
-TRAINING_PROMPTS = CappedText(
-    "prompts", "after the template", CAP_KEY,
-    "A longer prompt would run past the model's positions and the memory its jobs were sized for",
-    "Shorten or remove those rows (data_validation.corpus.max_prompt_chars quarantines long prompts when the corpus is "
-    f"built), raise the model's max_position_embeddings, or set {CAP_KEY}", TrainingCorpusError)
-TRAINING_ANSWERS = CappedText(
-    "gold answers", "as the tokenizer spells them", ANSWER_CAP_KEY,
-    "The base model's warm-up trains on each gold answer: a longer one would run past the model's positions",
-    "Shorten or remove those rows (data_validation.corpus.max_answer_chars quarantines long answers when the corpus is "
-    f"built), raise the model's max_position_embeddings, or set {ANSWER_CAP_KEY}", TrainingCorpusError)
+TRAINING_PROMPTS = CappedText(CAP_KEY, TrainingCorpusError)
+TRAINING_ANSWERS = CappedText("data_validation.corpus.max_answer_tokens", TrainingCorpusError)
 
 
 def prompt_token_cap(model_key: str, model: Mapping[str, Any], max_new_tokens: int,
