@@ -8,8 +8,8 @@ after the work, in MB (`baseline`: a process that has imported the job's modules
 builds a model of `shape` and runs two real GRPO steps of the embedded trainer (`EmbeddedGRPOTrainer.train_step`:
 rollouts, the policy and reference passes, backward, AdamW); `score` loads the saved model with the scorer
 (`EmbeddedGenerator`) and answers one batch of `batch_size` prompts. Every prompt is digits, one token each, as long as
-the job accepts: a train job's at the default prompt-token cap (max_position_embeddings − max_new_tokens), a score
-job's at `max_position_embeddings`: the worst case the estimate bounds. The calibration (measured beside estimated)
+the job accepts: at the default prompt-token cap (max_position_embeddings − max_new_tokens) of a train job's corpus
+and of a score job's benchmarks: the worst case the estimate bounds. The calibration (measured beside estimated)
 is tabled in docs/refusals.md. dataflex_rl/backends/embedded/memory.py holds the estimate;
 tests/test_resource_fit.py asserts measured ≤ estimate ≤ 2 × measured on the shapes there.
 """
@@ -29,9 +29,9 @@ def _peak_mb() -> float:
     raise RuntimeError("no VmHWM in /proc/self/status")
 
 
-def _prompt_tokens(job: str, spec: dict) -> int:
-    positions = spec["shape"]["max_position_embeddings"]
-    return positions - spec["max_new_tokens"] if job == "train" else positions
+def _prompt_tokens(spec: dict) -> int:
+    """The longest prompt a job accepts by default (its prompt-token cap): the positions less a response's."""
+    return spec["shape"]["max_position_embeddings"] - spec["max_new_tokens"]
 
 
 def _build(root: Path, shape: dict) -> Path:
@@ -54,7 +54,7 @@ def _train(model_dir: Path, spec: dict) -> None:
     groups = spec["prompts_per_step"]
     selection = spec.get("selection")  # a gradalign round's options: the first step runs the round
     rows = groups if selection is None else selection["candidates_per_round"] + selection["validation_size"]
-    prompt = "7" * _prompt_tokens("train", spec)
+    prompt = "7" * _prompt_tokens(spec)
     corpus = pd.DataFrame([{"id": str(i), "domain": "math", "source": "digits", "prompt": prompt, "answer": "1",
                             "answer_format": "exact", "metadata": "{}"} for i in range(rows)])
     settings = GRPOSettings(steps=2, prompts_per_step=groups, rollouts=spec["rollouts"],
@@ -62,7 +62,7 @@ def _train(model_dir: Path, spec: dict) -> None:
     method = (MethodSpec("baseline", "baseline", {}, "none") if selection is None
               else MethodSpec("gradalign", "gradalign", selection, "prompt_selection"))
     trainer = EmbeddedGRPOTrainer(model_dir, corpus, method, 0, settings, "{question}")
-    assert {len(t) for t in trainer.prompt_tokens} == {_prompt_tokens("train", spec)}, "a digit is not one token"
+    assert {len(t) for t in trainer.prompt_tokens} == {_prompt_tokens(spec)}, "a digit is not one token"
     for _ in range(settings.steps):
         trainer.train_step()
 
@@ -71,7 +71,7 @@ def _score(model_dir: Path, spec: dict) -> None:
     from dataflex_rl.backends.embedded.generation import EmbeddedGenerator
 
     generator = EmbeddedGenerator.load(model_dir)
-    prompts = ["7" * _prompt_tokens("score", spec)] * spec["batch_size"]
+    prompts = ["7" * _prompt_tokens(spec)] * spec["batch_size"]
     generator.generate(prompts, max_new_tokens=spec["max_new_tokens"], batch_size=spec["batch_size"],
                        temperature=0.0, seed=0)
 
@@ -134,8 +134,8 @@ def estimate_mb(job: str, spec: dict) -> float:
         size = selection and SelectionSize(selection["candidates_per_round"],
                                            max(selection["rollouts_candidate"], selection["rollouts_validation"]))
         return train_peak_mb(shape, spec["prompts_per_step"], spec["rollouts"], spec["max_new_tokens"],
-                             _prompt_tokens(job, spec), size)
-    return score_peak_mb(shape, spec["batch_size"], spec["max_new_tokens"])
+                             _prompt_tokens(spec), size)
+    return score_peak_mb(shape, spec["batch_size"], spec["max_new_tokens"], _prompt_tokens(spec))
 
 
 def main() -> None:
@@ -143,7 +143,7 @@ def main() -> None:
     for job, spec in CALIBRATION:
         batch = {k: v for k, v in spec.items() if k != "shape"}
         measured, estimate = measure(job, spec)["peak_mb"], estimate_mb(job, spec)
-        print(f"{job} h={spec['shape']['hidden_size']} P={_prompt_tokens(job, spec)} {batch}: measured {measured:.0f} "
+        print(f"{job} h={spec['shape']['hidden_size']} P={_prompt_tokens(spec)} {batch}: measured {measured:.0f} "
               f"MB, estimate {estimate:.0f} MB ({estimate / measured:.2f}x)")
 
 

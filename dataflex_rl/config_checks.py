@@ -27,7 +27,7 @@ from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.sections import filled
 from dataflex_rl.study import EvaluationSettings
 from dataflex_rl.tasks.prompting import render_prompt
-from dataflex_rl.tasks.training_fit import CAP_KEY, prompt_token_cap
+from dataflex_rl.tasks.training_fit import prompt_token_cap
 
 # Where a misplaced key belongs, for keys a study is likely to put in the wrong section.
 _KEY_HINTS = {
@@ -318,15 +318,28 @@ def _configured_prompt_cap(config: Mapping[str, Any]) -> int | None:
     return ((config.get("data_validation") or {}).get("corpus") or {}).get("max_prompt_tokens")
 
 
+def _token_caps(config: Mapping[str, Any], max_new_tokens: int, eval_new_tokens: int) -> list[tuple]:
+    """(cap key, configured value, what sits beside a text at the cap, its tokens, the text, its companion) of every
+    token cap the config sets (dataflex_rl.tasks.token_caps)."""
+    sections = config.get("data_validation") or {}
+    caps = (("corpus", "max_prompt_tokens", f"training.max_new_tokens {max_new_tokens}", max_new_tokens, "prompt",
+             "its response"),
+            ("benchmarks", "max_prompt_tokens", f"evaluation.max_new_tokens {eval_new_tokens}", eval_new_tokens,
+             "prompt", "its answer"),
+            ("corpus", "max_answer_tokens", "1 end-of-text token", 1, "gold answer", "its end-of-text token"),
+            ("benchmarks", "max_answer_tokens", "1 end-of-text token", 1, "gold answer", "its end-of-text token"))
+    return [(f"data_validation.{section}.{name}", configured, *rest) for section, name, *rest in caps
+            if (configured := (sections.get(section) or {}).get(name)) is not None]
+
+
 def prompt_cap_errors(config: Mapping[str, Any]) -> list[str]:
     """A model that builds its shape must leave room for a prompt beside a response of training.max_new_tokens and an
-    answer of evaluation.max_new_tokens, and a prompt at the configured cap (dataflex_rl.tasks.training_fit) with its
-    response must fit its positions."""
+    answer of evaluation.max_new_tokens, and a text at a configured token cap (dataflex_rl.tasks.token_caps) with what
+    follows it must fit its positions."""
     max_new_tokens = filled(GRPOSettings, config["training"]).max_new_tokens
+    eval_new_tokens = filled(EvaluationSettings, config.get("evaluation")).max_new_tokens
     budgets = (("training.max_new_tokens", max_new_tokens, "a response"),
-               ("evaluation.max_new_tokens", filled(EvaluationSettings, config.get("evaluation")).max_new_tokens,
-                "an answer"))
-    configured = _configured_prompt_cap(config)
+               ("evaluation.max_new_tokens", eval_new_tokens, "an answer"))
     errors = []
     for model, entry in config["models"].items():
         shape = get_backend(entry["backend"]).model_settings(entry).get("shape")
@@ -335,11 +348,13 @@ def prompt_cap_errors(config: Mapping[str, Any]) -> list[str]:
         key, positions = f"models.{model}.shape.max_position_embeddings", shape["max_position_embeddings"]
         errors += [f"{budget}: {tokens} ≥ {key} {positions}: {what} of that length leaves no position for a prompt; "
                    f"lower {budget} or raise {key}" for budget, tokens, what in budgets if tokens >= positions]
-        room = positions - max_new_tokens
-        if configured is not None and 1 <= room < configured:
-            errors.append(f"{CAP_KEY}: {configured} + training.max_new_tokens {max_new_tokens} > {key} {positions}: a "
-                          f"prompt at the cap and its response would run past the model's positions; set {CAP_KEY} "
-                          f"to at most {room} or raise {key}")
+        for cap_key, configured, beside, tokens, text, companion in _token_caps(config, max_new_tokens,
+                                                                                eval_new_tokens):
+            room = positions - tokens
+            if 1 <= room < configured:
+                errors.append(f"{cap_key}: {configured} + {beside} > {key} {positions}: a {text} at the cap and "
+                              f"{companion} would run past the model's positions; set {cap_key} to at most {room} or "
+                              f"raise {key}")
     return errors
 
 

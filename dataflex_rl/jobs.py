@@ -27,13 +27,13 @@ def _base_input(base) -> dict[str, dict[str, str]]:
 
 
 def build_base_model(job: Mapping[str, Any], settings: Mapping[str, Any], *, corpus, out_dir,
-                     threads: int = 1, prompt_cap=None) -> None:
+                     threads: int = 1, prompt_cap=None, answer_cap=None) -> None:
     """Build the base model directory with its provenance inside, atomically (a sibling temporary directory, renamed
     once complete)."""
     with atomic_directory(out_dir) as tmp:
         get_backend(job["model"]["backend"]).build_base_model(job["model"], corpus=corpus, out_dir=tmp,
                                                               template=job["template"], threads=threads,
-                                                              prompt_cap=prompt_cap)
+                                                              prompt_cap=prompt_cap, answer_cap=answer_cap)
         write_provenance(tmp / PROVENANCE, settings, [tmp], inputs={"corpus": plain_input(corpus)})
 
 
@@ -73,15 +73,16 @@ def train_run(job: Mapping[str, Any], settings: Mapping[str, Any], *, base, corp
 
 
 def score_run(job: Mapping[str, Any], settings: Sequence[Mapping[str, Any]], *, model_dir, model_provenance,
-              items: list, outputs: list, provenance: list, threads: int = 1) -> None:
+              items: list, outputs: list, provenance: list, threads: int = 1, token_caps=None) -> None:
     """Score one model (`model_dir`: a base or a trained run's model directory, verified against its provenance
     record; None: a backend's untrained `path`) on each benchmark file in `items`, writing the matching file of
-    `outputs` and its provenance record; `settings` holds each benchmark's slice, in the same order."""
+    `outputs` and its provenance record; `settings` holds each benchmark's slice, in the same order. `token_caps`:
+    the caps its items are held to (dataflex_rl.evaluate.benchmark_fit)."""
     model_inputs = {"model": verified_input(model_dir, model_provenance)} if model_dir else {}
     inputs = [{**model_inputs, "items": plain_input(path)} for path in items]
     generator = get_backend(job["model"]["backend"]).open_generator(job["model"], model_dir=model_dir,
                                                                     threads=threads)
     score_benchmarks(generator, items, outputs, [state_key(s, i) for s, i in zip(settings, inputs, strict=True)],
-                     job["template"], job["evaluation"])
+                     job["template"], job["evaluation"], token_caps)
     for record, output, slice_, used in zip(provenance, outputs, settings, inputs, strict=True):
         write_provenance(record, slice_, [output], used)

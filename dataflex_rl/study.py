@@ -7,7 +7,8 @@ as a `params:` value, so Snakemake replans exactly the jobs whose slice changed,
 `methods.difffilter.params.low`, `models.tiny-qwen2.shape.hidden_size`), so a stale artefact names the keys that
 changed. Settings that cannot change a result stay out of every slice: `training.checkpoint_every` (a resumed run is
 bit-identical), `evaluation.seed` under greedy decoding, a method's control (read by the tables only), the
-calibration gates (a gate passes or stops the DAG; it changes no artefact), threads.
+calibration gates (a gate passes or stops the DAG; it changes no artefact), the token caps a job holds its texts to
+(`data_validation.*.max_prompt_tokens`, `max_answer_tokens`: gates too, dataflex_rl.tasks.token_caps), threads.
 
 Importing this module does not import torch: `snakemake -n` stays fast.
 """
@@ -29,6 +30,9 @@ from dataflex_rl.tasks.prompting import DEFAULT_TEMPLATE
 
 # Training settings that cannot change a run's result (a checkpointed, resumed run is bit-identical).
 RESULT_NEUTRAL_TRAINING = ("checkpoint_every",)
+# Data-validation settings that cannot change a result: token caps, checked by the jobs that tokenize, pass texts
+# within them unchanged and stop the job on one over them (the character caps quarantine rows: they are in the slices).
+TOKEN_CAPS = ("max_prompt_tokens", "max_answer_tokens")
 
 
 @dataclass(frozen=True)
@@ -255,6 +259,11 @@ def _flat(prefix: str, value: Any) -> dict[str, Any]:
     return {prefix: _canonical(value)}
 
 
+def _validation(section: str, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The flat slice entries of a `data_validation` section, less its token caps (TOKEN_CAPS)."""
+    return _flat(f"data_validation.{section}", {key: value for key, value in settings.items() if key not in TOKEN_CAPS})
+
+
 def _memoised(method):
     """Compute once per study and arguments (a slice, the cells, the runs): the dry run of a large matrix asks for the
     same upstream slices and the same runs thousands of times. Callers get the shared value and must not change it."""
@@ -377,7 +386,7 @@ class Study:
     @_memoised
     def corpus_slice(self) -> dict[str, Any]:
         return _sorted({**_flat("corpus", asdict(self.corpus)),
-                        **_flat("data_validation.corpus", self.data_validation["corpus"])})
+                        **_validation("corpus", self.data_validation["corpus"])})
 
     @_memoised
     def benchmark_slice(self, benchmark: str) -> dict[str, Any]:
@@ -385,7 +394,7 @@ class Study:
         return _sorted({"benchmark": benchmark, "benchmarks.items": b.items, "benchmarks.seed": b.seed,
                         f"benchmarks.files.{benchmark}": b.files.get(benchmark),
                         "benchmarks.hub_fallback": b.hub_fallback,
-                        **_flat("data_validation.benchmarks", self.data_validation["benchmarks"])})
+                        **_validation("benchmarks", self.data_validation["benchmarks"])})
 
     @_memoised
     def clean_corpus_slice(self) -> dict[str, Any]:

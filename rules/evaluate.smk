@@ -20,5 +20,6 @@ rule score:
         settings=lambda wc: [STUDY.score_slice(wc.model, wc.run, b) for b in scored(wc)],
         job=lambda wc: STUDY.score_job(wc.model),
         model_provenance=scored_model_provenance,
+        token_caps=score_token_caps,
     script:
         "../workflow_scripts/score.py"

@@ -15,6 +15,7 @@ rule base_model:
         settings=lambda wc: STUDY.base_slice(wc.model),
         job=lambda wc: STUDY.base_job(wc.model),
         prompt_cap=prompt_cap,
+        answer_cap=answer_cap,
     script:
         "../workflow_scripts/base_model.py"
 

@@ -279,7 +279,7 @@ CASES = [
          _all(_corpus_file("data/extra.jsonl", rows=5, items_per_domain=10), _set("training.prompts_per_step", 40)),
          ("training.prompts_per_step: 40 > the training corpus's 39 rows at most",
           "corpus.sources: 34; corpus.files[0] 'data/extra.jsonl': 5")),
-    # The smoke model's estimates (dataflex_rl/backends/embedded/memory.py): train 576 MB, score 787 MB.
+    # The smoke model's estimates (dataflex_rl/backends/embedded/memory.py): train 576 MB, score 783 MB.
     Case("train memory below the estimate", lambda config, workdir: None,
          ("resources of rule train: mem_mb=500 is below the estimated peak memory of a train job, 576 MB, for "
           "models.tiny-qwen2", "training.prompts_per_step 4 × training.rollouts 5", "train:mem_mb="),
@@ -291,13 +291,14 @@ CASES = [
           "selection rounds of 144 candidates × 16 rollouts"),
          args=("--set-resources", "train:mem_mb=900")),
     Case("score memory below the estimate", lambda config, workdir: None,
-         ("resources of rule score: mem_mb=700 is below the estimated peak memory of a score job, 787 MB, for "
+         ("resources of rule score: mem_mb=700 is below the estimated peak memory of a score job, 783 MB, for "
           "models.tiny-qwen2", "evaluation.batch_size 64", "lower evaluation.batch_size"),
          args=("--set-resources", "score:mem_mb=700")),
     Case("score batch of long prompts above the Slurm profile's memory",
          _all(_set("models.tiny-qwen2.shape.max_position_embeddings", 4096), _set("evaluation.batch_size", 512)),
-         ("resources of rule score: mem_mb=64000 is below the estimated peak memory of a score job, 76094 MB",
-          "prompts up to max_position_embeddings 4096 tokens"), args=tuple(SLURM)),
+         ("resources of rule score: mem_mb=64000 is below the estimated peak memory of a score job, 75956 MB",
+          "prompts up to 4092 (max_position_embeddings 4096 − evaluation.max_new_tokens 4, the most "
+          "data_validation.benchmarks.max_prompt_tokens lets through) tokens"), args=tuple(SLURM)),
     # A configured prompt-token cap shrinks the estimate: 40 prompts of up to 100 tokens need 607 MB (1247 MB at the
     # default cap of 512 − 4 = 508 tokens).
     Case("train memory at a configured prompt-token cap",
@@ -314,6 +315,17 @@ CASES = [
               _set("data_validation", {"corpus": {"max_prompt_tokens": 61}})),
          ("data_validation.corpus.max_prompt_tokens: 61 + training.max_new_tokens 4 > "
           "models.tiny-qwen2.shape.max_position_embeddings 64", "to at most 60")),
+    # the benchmark prompt-token and the gold-answer caps (dataflex_rl/tasks/token_caps.py) likewise
+    Case("benchmark prompt-token cap beyond the positions",
+         _set("data_validation", {"benchmarks": {"max_prompt_tokens": 509}}),
+         ("data_validation.benchmarks.max_prompt_tokens: 509 + evaluation.max_new_tokens 4 > "
+          "models.tiny-qwen2.shape.max_position_embeddings 512: a prompt at the cap and its answer", "to at most 508")),
+    Case("corpus answer-token cap at the positions", _set("data_validation", {"corpus": {"max_answer_tokens": 512}}),
+         ("data_validation.corpus.max_answer_tokens: 512 + 1 end-of-text token > "
+          "models.tiny-qwen2.shape.max_position_embeddings 512: a gold answer at the cap", "to at most 511")),
+    Case("benchmark answer-token cap beyond the positions",
+         _set("data_validation", {"benchmarks": {"max_answer_tokens": 600}}),
+         ("data_validation.benchmarks.max_answer_tokens: 600 + 1 end-of-text token > ", "to at most 511")),
     Case("response budget filling the positions", _set("training.max_new_tokens", 512),
          ("training.max_new_tokens: 512 ≥ models.tiny-qwen2.shape.max_position_embeddings 512: a response of that "
           "length leaves no position for a prompt",)),
@@ -521,11 +533,20 @@ def test_bad_config_is_refused_at_dry_run_naming_the_key(dry_runs, case):
 ], ids=["whole corpus bound", "configured prompt-token cap"])
 def test_resources_that_just_fit_pass(tmp_path, change, train_mb):
     """A batch of the corpus's whole bound (180 prompts) and mem_mb at the estimates themselves (train 3858 MB at 180
-    prompts of up to 508 tokens, or 607 MB at 40 prompts of up to 100; score 787 MB) are not refused."""
+    prompts of up to 508 tokens, or 607 MB at 40 prompts of up to 100; score 783 MB) are not refused."""
     result = _dry_run(Case("fits", change, (),
-                           args=("--set-resources", f"train:mem_mb={train_mb}", "score:mem_mb=787")), tmp_path)
+                           args=("--set-resources", f"train:mem_mb={train_mb}", "score:mem_mb=783")), tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "invalid resources" not in result.stderr
+
+
+def _configfile_last_lines(workdir: Path, configfile: str) -> set[str]:
+    """The last line of stdout and of stderr of a dry run of `configfile` (a path relative to `workdir`)."""
+    result = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--snakefile",
+                             str(REPO / "Snakefile"), "--configfile", configfile], cwd=workdir, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode != 0
+    return {stream.strip().splitlines()[-1] for stream in (result.stdout, result.stderr) if stream.strip()}
 
 
 @pytest.mark.parametrize("configfile, found", [
@@ -536,11 +557,23 @@ def test_a_configfile_snakemake_cannot_open_is_named_on_its_last_line(tmp_path, 
     """Snakemake's own CLI opens `--configfile` before the workflow runs, so the Snakefile cannot check it; its last
     line names the path and what was found (docs/refusals.md)."""
     (tmp_path / "a_directory").mkdir()
-    result = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--snakefile",
-                             str(REPO / "Snakefile"), "--configfile", configfile], cwd=tmp_path, capture_output=True,
-                            text=True, timeout=300)
-    assert result.returncode != 0
-    assert found in {stream.strip().splitlines()[-1] for stream in (result.stdout, result.stderr) if stream.strip()}
+    assert found in _configfile_last_lines(tmp_path, configfile)
+
+
+@pytest.mark.parametrize("content, found", [
+    (b"", "Config file must be given as JSON or YAML with keys at top level."),
+    (b"- study: x\n- seeds: [1]\n", "Config file must be given as JSON or YAML with keys at top level."),
+    ("study: x\n".encode("utf-16"),
+     "UnicodeDecodeError: 'utf-8' codec can't decode byte 0xff in position 0: invalid start byte"),
+    (b"study: caf\xe9\n",
+     "UnicodeDecodeError: 'utf-8' codec can't decode byte 0xe9 in position 10: invalid continuation byte"),
+], ids=["empty", "a list at the top level", "UTF-16", "invalid UTF-8"])
+def test_a_configfile_snakemake_cannot_load_fails_in_its_loader_before_the_workflow(tmp_path, content, found):
+    """Snakemake's CLI loads `--configfile` (ConfigSettings, snakemake/settings/types.py) before it creates the
+    workflow, so no code of ours can check the file first: the user gets the loader's last line, which does not name
+    the path (docs/refusals.md says so; Snakemake is not patched)."""
+    (tmp_path / "study.yaml").write_bytes(content)
+    assert found in _configfile_last_lines(tmp_path, "study.yaml")
 
 
 def test_the_smoke_config_itself_passes_and_its_summary_counts_the_planned_jobs(tmp_path):

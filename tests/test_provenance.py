@@ -116,6 +116,25 @@ def test_each_job_slice_holds_what_its_result_depends_on():
     assert sampled.score_slice("tiny-qwen2", "untrained", "gcd")["evaluation.seed"] == 9
 
 
+def test_token_caps_are_gates_in_no_slice_while_character_caps_change_the_corpus():
+    """A token cap passes texts within it unchanged (dataflex_rl.tasks.token_caps), so changing one must rerun no
+    finished job: every slice stays as it was (a score slice holds every upstream job's). A character cap quarantines
+    rows when the corpus or a benchmark is built: it is in those slices, and so in every score slice downstream."""
+    base = study()
+    gates = [study(**{f"data_validation.{section}.{cap}": 40}) for section in ("corpus", "benchmarks")
+             for cap in ("max_prompt_tokens", "max_answer_tokens")]
+    for other in gates:
+        for model, run in base.scored_runs():
+            for bench in base.benchmarks.names:
+                assert other.score_slice(model, run, bench) == base.score_slice(model, run, bench)
+    corpus_chars = study(**{"data_validation.corpus.max_answer_chars": 1999})
+    assert corpus_chars.corpus_slice()["data_validation.corpus.max_answer_chars"] == 1999
+    assert corpus_chars.score_slice("tiny-qwen2", "untrained", "gcd") != base.score_slice("tiny-qwen2", "untrained",
+                                                                                          "gcd")
+    bench_chars = study(**{"data_validation.benchmarks.max_prompt_chars": 500})
+    assert bench_chars.benchmark_slice("gcd")["data_validation.benchmarks.max_prompt_chars"] == 500
+
+
 def test_a_slice_names_config_keys_with_defaults_filled():
     difffilter = Run("tiny-qwen2", "difffilter", 3, steps=80)
     train = study().train_slice(difffilter)

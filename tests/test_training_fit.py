@@ -15,7 +15,8 @@ import pytest
 
 from dataflex_rl.backends.embedded.settings import ModelShape, WarmupSettings
 from dataflex_rl.jobs import build_base_model, train_run
-from dataflex_rl.tasks.training_fit import TrainingCorpusError, prompt_token_cap
+from dataflex_rl.tasks.token_caps import answer_token_cap
+from dataflex_rl.tasks.training_fit import TRAINING_ANSWERS, TrainingCorpusError, prompt_token_cap
 
 SHAPE = ModelShape(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
                    num_key_value_heads=1, max_position_embeddings=64, vocab_size=300)
@@ -23,19 +24,22 @@ MODEL = {"backend": "embedded", "shape": asdict(SHAPE), "warmup": asdict(WarmupS
 TEMPLATE = "{question}"
 MAX_NEW_TOKENS = 4
 DEFAULT_CAP = prompt_token_cap("models.tiny", MODEL, MAX_NEW_TOKENS)  # 64 positions − 4 response tokens = 60
+DEFAULT_ANSWER_CAP = answer_token_cap(TRAINING_ANSWERS, "models.tiny", MODEL)  # 64 positions − 1 end-of-text = 63
 
 
-def _corpus(path: Path, digits: list[int]) -> Path:
-    """A corpus of prompts of `digits[i]` digits each (as many tokens), all distinct."""
-    rows = [{"id": f"row-{i}", "domain": "math", "source": "digits", "prompt": str(i % 10) * n, "answer": str(i),
-             "answer_format": "exact", "metadata": "{}"} for i, n in enumerate(digits)]
+def _corpus(path: Path, digits: list[int], answer_digits: list[int] | None = None) -> Path:
+    """A corpus of prompts of `digits[i]` digits each (as many tokens), all distinct; the gold answers are the row
+    numbers, or `answer_digits[i]` digits each."""
+    answers = [str(i) for i in range(len(digits))] if answer_digits is None else ["7" * n for n in answer_digits]
+    rows = [{"id": f"row-{i}", "domain": "math", "source": "digits", "prompt": str(i % 10) * n, "answer": answer,
+             "answer_format": "exact", "metadata": "{}"} for i, (n, answer) in enumerate(zip(digits, answers))]
     pd.DataFrame(rows).to_parquet(path)
     return path
 
 
-def _build(root: Path, corpus: Path, cap) -> Path:
+def _build(root: Path, corpus: Path, cap, answer_cap=None) -> Path:
     build_base_model({"model": MODEL, "template": TEMPLATE}, {"models.tiny": "test"}, corpus=corpus,
-                     out_dir=root / "base", prompt_cap=cap)
+                     out_dir=root / "base", prompt_cap=cap, answer_cap=answer_cap)
     return root / "base"
 
 
@@ -83,6 +87,28 @@ def test_the_base_build_names_three_rows_and_counts_the_rest_under_a_configured_
     assert "5 of 6 prompts are longer than 3 tokens after the template (data_validation.corpus.max_prompt_tokens)" \
         in message
     assert "'row-1' (4 tokens), 'row-2' (5 tokens), 'row-3' (6 tokens) and 2 more" in message
+
+
+def test_the_base_build_refuses_gold_answers_over_the_default_answer_cap_with_their_lengths(tmp_path):
+    """Golds of 64 and 100 digits do not fit beside the end-of-text token in 64 positions; 63 digits do."""
+    corpus = _corpus(tmp_path / "corpus.parquet", [5, 6, 7, 8, 9], answer_digits=[2, 64, 63, 100, 1])
+    with pytest.raises(TrainingCorpusError) as refused:
+        _build(tmp_path, corpus, DEFAULT_CAP, DEFAULT_ANSWER_CAP)
+    message = str(refused.value)
+    assert (f"{corpus}: 2 of 5 gold answers are longer than 63 tokens as the tokenizer spells them "
+            "(models.tiny.shape.max_position_embeddings 64 − 1 end-of-text token, the default of "
+            "data_validation.corpus.max_answer_tokens): 'row-1' (64 tokens), 'row-3' (100 tokens).") in message
+    assert "or set data_validation.corpus.max_answer_tokens" in message
+    assert not (tmp_path / "base").exists()
+
+
+def test_the_base_build_counts_every_gold_answer_over_a_configured_answer_cap(tmp_path):
+    corpus = _corpus(tmp_path / "corpus.parquet", [5] * 7, answer_digits=[1, 2, 3, 4, 5, 6, 7])
+    with pytest.raises(TrainingCorpusError) as refused:
+        _build(tmp_path, corpus, DEFAULT_CAP, answer_token_cap(TRAINING_ANSWERS, "models.tiny", MODEL, configured=2))
+    assert ("5 of 7 gold answers are longer than 2 tokens as the tokenizer spells them "
+            "(data_validation.corpus.max_answer_tokens): 'row-2' (3 tokens), 'row-3' (4 tokens), 'row-4' (5 tokens) "
+            "and 2 more") in str(refused.value)
 
 
 def test_train_start_refuses_a_regime_corpus_over_a_cap_the_base_build_passed(base, tmp_path):

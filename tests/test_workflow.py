@@ -84,6 +84,9 @@ REPLANNED = {
     "models.tiny-qwen2.shape.hidden_size": 48, "models.tiny-qwen2.warmup.steps": 4, "benchmarks.items": 9,
     "benchmarks.seed": 1001, "stats.confidence": 0.9, "stats.curve_window": 3, "training.checkpoint_every": 1,
     "calibration.min_base_parse_rate": 0.01,
+    "data_validation.corpus.max_prompt_tokens": 500, "data_validation.corpus.max_answer_tokens": 500,
+    "data_validation.benchmarks.max_prompt_tokens": 500, "data_validation.benchmarks.max_answer_tokens": 500,
+    "data_validation.corpus.max_answer_chars": 1999,
 }
 EXPECTED = {
     **{f"training.{key}": {"train": 8, "score": 8, **AFTER_TRAIN} for key in (
@@ -108,6 +111,11 @@ EXPECTED = {
     "stats.curve_window": {"training_curves": 1, "all": 1},
     "training.checkpoint_every": {},  # a resumed run is bit-identical
     "calibration.min_base_parse_rate": {"parse_gate": 1, "all": 1},  # a gate: it reruns, nothing downstream does
+    # token caps are gates checked by the jobs that tokenize (texts within them pass unchanged): nothing reruns; a
+    # character cap quarantines rows when the corpus is built
+    **{f"data_validation.{section}.{cap}": {} for section in ("corpus", "benchmarks")
+       for cap in ("max_prompt_tokens", "max_answer_tokens")},
+    "data_validation.corpus.max_answer_chars": {"corpus": 1, "decontaminate": 1, **AFTER_BASE},
     # two changes in one edit: a rerun gate must not hide the other change from Snakemake's rerun checks
     "calibration.min_base_parse_rate+evaluation.batch_size": {"score": 9, "parse_gate": 1, "records": 1, "tables": 1,
                                                               "all": 1},

@@ -52,9 +52,10 @@ class Backend(Protocol):
         `max_new_tokens`, cannot run with its merged `resources` on this backend."""
 
     def build_base_model(self, model: Mapping[str, Any], *, corpus, out_dir, template: str, threads: int,
-                         prompt_cap: Mapping[str, Any] | None = None) -> None:
-        """Build the base model from the corpus, refusing a prompt longer than `prompt_cap`
-        (dataflex_rl.tasks.training_fit) once the tokenizer exists."""
+                         prompt_cap: Mapping[str, Any] | None = None,
+                         answer_cap: Mapping[str, Any] | None = None) -> None:
+        """Build the base model from the corpus, refusing a prompt longer than `prompt_cap` or a gold answer longer
+        than `answer_cap` (dataflex_rl.tasks.training_fit) once the tokenizer exists."""
 
     def train(self, model: Mapping[str, Any], *, base, corpus, method, seed: int, training: GRPOSettings,
               template: str, out_model, out_metrics, state_dir, threads: int,

@@ -9,6 +9,7 @@ import pandas as pd
 
 from dataflex_rl.atomic import write_parquet
 from dataflex_rl.evaluate import shards
+from dataflex_rl.evaluate.benchmark_fit import check_benchmark_tokens
 from dataflex_rl.tasks.prompting import render_item_prompt
 from dataflex_rl.verify.verifiers import get_verifier
 
@@ -30,11 +31,14 @@ def score_items(generator, items: pd.DataFrame, template: str, *, max_new_tokens
 
 
 def score_benchmarks(generator, items_paths: list, outputs: list, shard_keys: list[str], template: str,
-                     evaluation: dict) -> None:
-    """Score each benchmark's items with the one loaded model and write its per-item records atomically. Each
-    finished benchmark is first kept as a shard (`dataflex_rl.evaluate.shards`) under its key (the state key of its
-    settings and inputs) that a retry of a failed job copies instead of rescoring; the shards go once every output
-    is written."""
+                     evaluation: dict, token_caps=None) -> None:
+    """Score each benchmark's items with the one loaded model and write its per-item records atomically. First every
+    benchmark is checked against the job's `token_caps` (dataflex_rl.evaluate.benchmark_fit), so that an over-long
+    item stops the job before it scores anything. Each finished benchmark is then kept as a shard
+    (`dataflex_rl.evaluate.shards`) under its key (the state key of its settings and inputs) that a retry of a failed
+    job copies instead of rescoring; the shards go once every output is written."""
+    for items_path in items_paths:
+        check_benchmark_tokens(generator.tokenizer, pd.read_parquet(items_path), template, token_caps, items_path)
     for items_path, output, key in zip(items_paths, outputs, shard_keys, strict=True):
         shard = shards.shard_path(output, key)
         if shard.exists():

@@ -1,6 +1,7 @@
 """Whether a training corpus fits its run, checked where the rows and the model's tokenizer are known: every rendered
 prompt within the prompt-token cap (by the embedded base model's build, the first job that has the tokenizer, and
-again at train start, on the corpus the run trains on), and at least one step's worth of prompts (at train start,
+again at train start, on the corpus the run trains on), every gold answer within the answer-token cap (by the base
+model's build, whose warm-up trains on the answers), and at least one step's worth of prompts (at train start,
 after exact duplicates, decontamination and the run's regime have shrunk the corpus).
 
 Both are gates: a corpus that passes trains exactly as before, one that fails stops the job before its first update
@@ -10,48 +11,27 @@ training.prompts_per_step. Torch-free: the callers tokenize.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
+
+from dataflex_rl.tasks.token_caps import CappedText, token_cap
 
 CAP_KEY = "data_validation.corpus.max_prompt_tokens"
-EXAMPLES = 3  # over-long rows named in the message (all are counted)
 
 
 class TrainingCorpusError(ValueError):
     """The training corpus holds a prompt longer than the token cap, or fewer prompts than one step draws."""
 
 
+TRAINING_PROMPTS = CappedText(CAP_KEY, TrainingCorpusError)
+TRAINING_ANSWERS = CappedText("data_validation.corpus.max_answer_tokens", TrainingCorpusError)
+
+
 def prompt_token_cap(model_key: str, model: Mapping[str, Any], max_new_tokens: int,
                      configured: int | None = None) -> dict[str, Any] | None:
-    """The longest prompt, in tokens after the template, a model of `model` settings (a backend's `model_settings`)
-    trains on, and where that number comes from: `configured` (CAP_KEY), else what the model's positions leave beside
-    a response of `max_new_tokens`. None for a model without a built shape (verl loads its own and caps prompts with
-    its own data settings)."""
-    shape = model.get("shape")
-    if shape is None:
-        return None
-    if configured is not None:
-        return {"tokens": int(configured), "source": CAP_KEY}
-    positions = shape["max_position_embeddings"]
-    return {"tokens": positions - max_new_tokens,
-            "source": f"{model_key}.shape.max_position_embeddings {positions} − training.max_new_tokens "
-                      f"{max_new_tokens}, the default of {CAP_KEY}"}
-
-
-def check_prompt_tokens(ids: Sequence[str], lengths: Sequence[int], cap: Mapping[str, Any] | None,
-                        corpus: str) -> None:
-    """Refuse every prompt of `corpus` longer than `cap` tokens, naming the first EXAMPLES with their lengths."""
-    if cap is None:
-        return
-    over = [(row_id, length) for row_id, length in zip(ids, lengths, strict=True) if length > cap["tokens"]]
-    if not over:
-        return
-    named = ", ".join(f"{row_id!r} ({length} tokens)" for row_id, length in over[:EXAMPLES])
-    more = f" and {len(over) - EXAMPLES} more" if len(over) > EXAMPLES else ""
-    raise TrainingCorpusError(
-        f"{corpus}: {len(over)} of {len(lengths)} prompts are longer than {cap['tokens']} tokens after the template "
-        f"({cap['source']}): {named}{more}. A longer prompt would run past the model's positions and the memory its "
-        f"jobs were sized for. Shorten or remove those rows (data_validation.corpus.max_prompt_chars quarantines long "
-        f"prompts when the corpus is built), raise the model's max_position_embeddings, or set {CAP_KEY}")
+    """The longest prompt, in tokens after the template, a model of `model` settings trains on (CAP_KEY), by default
+    what the model's positions leave beside a response of `max_new_tokens`; None for a model without a built shape."""
+    return token_cap(TRAINING_PROMPTS, model_key, model, f"training.max_new_tokens {max_new_tokens}", max_new_tokens,
+                     configured)
 
 
 def check_prompts_per_step(rows: int, prompts_per_step: int, corpus: str) -> None:

@@ -96,18 +96,24 @@ class EmbeddedBackend:
 
     def score_resource_errors(self, key: str, entry: Mapping[str, Any], batch_size: int, max_new_tokens: int,
                               resources: Mapping[str, Any]) -> list[str]:
+        """The score job's `mem_mb` against its estimated peak, with every prompt at the longest its benchmarks are let
+        through (dataflex_rl.evaluate.benchmark_fit): what the positions leave beside an answer, the default and the
+        largest the dry run allows of data_validation.benchmarks.max_prompt_tokens."""
         shape = filled(ModelShape, entry.get("shape"))
-        estimate = score_peak_mb(shape, batch_size, max_new_tokens)
+        prompt_tokens = shape.max_position_embeddings - max_new_tokens
+        estimate = score_peak_mb(shape, batch_size, max_new_tokens, prompt_tokens)
         batch = f"evaluation.batch_size {batch_size} answers of up to evaluation.max_new_tokens {max_new_tokens}"
-        prompts = f"max_position_embeddings {shape.max_position_embeddings}"
+        prompts = (f"{prompt_tokens} (max_position_embeddings {shape.max_position_embeddings} − "
+                   f"evaluation.max_new_tokens {max_new_tokens}, the most data_validation.benchmarks.max_prompt_tokens "
+                   "lets through)")
         return _memory_errors("score", key, shape, batch, prompts, estimate, resources, "lower evaluation.batch_size")
 
     def build_base_model(self, model: Mapping[str, Any], *, corpus, out_dir, template: str, threads: int,
-                         prompt_cap=None) -> None:
+                         prompt_cap=None, answer_cap=None) -> None:
         from dataflex_rl.backends.embedded.base_model import build_base_model
 
         build_base_model(corpus, out_dir, ModelShape(**model["shape"]), WarmupSettings(**model["warmup"]), template,
-                         threads=threads, prompt_cap=prompt_cap)
+                         threads=threads, prompt_cap=prompt_cap, answer_cap=answer_cap)
 
     def train(self, model: Mapping[str, Any], *, base, corpus, method, seed: int, training: GRPOSettings,
               template: str, out_model, out_metrics, state_dir, threads: int, prompt_cap=None,

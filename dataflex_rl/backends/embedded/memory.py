@@ -3,8 +3,9 @@ shape, the batch and the lengths, so that a batch that cannot fit in the job's `
 
 Every prompt is taken at the longest a job accepts: a train job's at the prompt-token cap that its corpus is checked
 against before the first step (dataflex_rl.tasks.training_fit; default max_position_embeddings − max_new_tokens), a
-score job's at `max_position_embeddings` (benchmark prompts are not capped in tokens). The estimate thus bounds the
-worst batch a corpus can send, and the model's buffers are counted as if all were alive at once. Float32 throughout,
+score job's at the prompt-token cap its benchmarks are checked against at its start (dataflex_rl.evaluate.benchmark_fit;
+default max_position_embeddings − evaluation.max_new_tokens). The estimate thus bounds the worst batch a corpus or a
+benchmark can send, and the model's buffers are counted as if all were alive at once. Float32 throughout,
 as the embedded backend trains and decodes. The process itself (Python, torch, transformers, the job's modules)
 costs `PROCESS_MB`, measured. benchmarks/embedded_memory.py measures real jobs beside this estimate (its docstring
 has the calibration), and tests/test_resource_fit.py asserts measured ≤ estimate ≤ 2 × measured.
@@ -103,11 +104,11 @@ def train_peak_mb(shape: ModelShape, prompts_per_step: int, rollouts: int, max_n
     return PROCESS_MB + floats * _FLOAT / 2**20
 
 
-def score_peak_mb(shape: ModelShape, batch_size: int, max_new_tokens: int) -> float:
-    """Greedy decoding of one batch of `batch_size` prompts: the weights, the pass over the prompts and the growing
-    cache (copied as it grows)."""
+def score_peak_mb(shape: ModelShape, batch_size: int, max_new_tokens: int, prompt_tokens: int) -> float:
+    """Greedy decoding of one batch of `batch_size` prompts of up to `prompt_tokens`: the weights, the pass over the
+    prompts and the growing cache (copied as it grows)."""
     d = _Dims.of(shape)
-    decode = _pass_floats(d, batch_size, d.positions, batch_size, max_new_tokens,
+    decode = _pass_floats(d, batch_size, prompt_tokens, batch_size, max_new_tokens,
                           activation_floats=2 * d.hidden + 3 * d.intermediate, for_backward=False)
-    floats = parameter_count(shape) + decode + 2 * d.layers * d.kv_width * batch_size * (d.positions + max_new_tokens)
+    floats = parameter_count(shape) + decode + 2 * d.layers * d.kv_width * batch_size * (prompt_tokens + max_new_tokens)
     return PROCESS_MB + floats * _FLOAT / 2**20

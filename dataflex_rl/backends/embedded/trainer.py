@@ -39,7 +39,8 @@ from dataflex_rl.regimes.low_utility import is_easy
 from dataflex_rl.regimes.noisy_rewards import noisy_reward_p
 from dataflex_rl.methods import MethodSpec
 from dataflex_rl.tasks.prompting import render_prompt
-from dataflex_rl.tasks.training_fit import check_prompt_tokens, check_prompts_per_step
+from dataflex_rl.tasks.token_caps import check_token_cap
+from dataflex_rl.tasks.training_fit import TRAINING_PROMPTS, check_prompts_per_step
 
 
 def _batch_health(rewards: torch.Tensor, token_mask: torch.Tensor) -> dict[str, str]:
@@ -258,7 +259,8 @@ def train_run(base_dir, corpus_path, method: MethodSpec, seed: int, settings: GR
     corpus = pd.read_parquet(corpus_path)
     check_prompts_per_step(len(corpus), settings.prompts_per_step, str(corpus_path))
     trainer = EmbeddedGRPOTrainer(base_dir, corpus, method, seed, settings, template, target_domain)
-    check_prompt_tokens(list(corpus["id"]), [len(p) for p in trainer.prompt_tokens], prompt_cap, str(corpus_path))
+    check_token_cap(TRAINING_PROMPTS, list(corpus["id"]), [len(p) for p in trainer.prompt_tokens], prompt_cap,
+                    str(corpus_path))
     metrics = trainer.train(Path(state_dir), progress=progress)
     metrics.insert(0, "method", method.name)
     metrics.insert(1, "seed", seed)
