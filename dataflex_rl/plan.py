@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from dataflex_rl.backends.base import get_backend
 from dataflex_rl.benchmarks.loaders import benchmark_paths
 from dataflex_rl.config_checks import corpus_domains
 from dataflex_rl.layout import FULL_DATA
@@ -39,6 +40,7 @@ def planned_jobs(study: Study) -> dict[str, int]:
         "solve_rates": len(study.solve_rates_models()),
         "regime_corpus": len(study.regime_corpora()),
         "train": len(study.runs),
+        "merge": sum(get_backend(study.models[run.model].backend).merges_checkpoint for run in study.runs),
         "score": scored_runs * benchmarks if study.evaluation.job_per_benchmark else scored_runs,
         "parse_gate": len(study.models),
         "records": 1,

@@ -33,8 +33,6 @@ def test_the_verl_backend_refuses_to_run_naming_what_is_missing(tmp_path):
     assert not verl.builds_base_model and verl.conda_env == "../envs/gpu.yaml"
     with pytest.raises(NotImplementedError, match="training: the 'verl' backend is not available in this version"):
         verl.train({"backend": "verl", "path": "Qwen/Qwen2.5-7B"})
-    with pytest.raises(NotImplementedError, match="scoring: the 'verl' backend is not available"):
-        verl.open_generator({"backend": "verl", "path": "Qwen/Qwen2.5-7B"})
 
 
 def test_an_unknown_backend_is_named():

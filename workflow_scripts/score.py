@@ -11,4 +11,5 @@ with job_log(snakemake.log[0]):
         outputs=list(snakemake.output.scores),
         provenance=list(snakemake.output.provenance),
         threads=snakemake.threads,
+        gpus=snakemake.resources.get("gpu", 0),
     )

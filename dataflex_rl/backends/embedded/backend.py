@@ -64,6 +64,7 @@ class EmbeddedBackend:
     name = "embedded"
     conda_env = "../envs/cpu.yaml"
     builds_base_model = True
+    merges_checkpoint = False
 
     def model_settings(self, entry: Mapping[str, Any]) -> dict[str, Any]:
         return {"backend": self.name, "shape": asdict(filled(ModelShape, entry.get("shape"))),
@@ -101,6 +102,9 @@ class EmbeddedBackend:
         prompts = f"max_position_embeddings {shape.max_position_embeddings}"
         return _memory_errors("score", key, shape, batch, prompts, estimate, resources, "lower evaluation.batch_size")
 
+    def job_resources(self, rule: str) -> dict[str, Any]:
+        return {}
+
     def build_base_model(self, model: Mapping[str, Any], *, corpus, out_dir, template: str, threads: int,
                          prompt_cap=None) -> None:
         from dataflex_rl.backends.embedded.base_model import build_base_model
@@ -110,13 +114,13 @@ class EmbeddedBackend:
 
     def train(self, model: Mapping[str, Any], *, base, corpus, method, seed: int, training: GRPOSettings,
               template: str, out_model, out_metrics, state_dir, threads: int, prompt_cap=None,
-              target_domain: str | None = None) -> None:
+              target_domain: str | None = None, gpus: int = 0) -> None:
         from dataflex_rl.backends.embedded.trainer import train_run
 
         train_run(base, corpus, method, seed, training, template, out_model, out_metrics, state_dir, threads=threads,
                   prompt_cap=prompt_cap, target_domain=target_domain)
 
-    def open_generator(self, model: Mapping[str, Any], *, model_dir, threads: int):
+    def open_generator(self, model: Mapping[str, Any], *, model_dir, threads: int, gpus: int = 0):
         from dataflex_rl.backends.embedded.generation import EmbeddedGenerator
 
         return EmbeddedGenerator.load(model_dir, threads=threads)

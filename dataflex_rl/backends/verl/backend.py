@@ -14,6 +14,18 @@ _NOT_AVAILABLE = ("the 'verl' backend is not available in this version of DataFl
                   "rules, resources and job matrix are ready for it")
 
 
+# What a verl job asks of its machine (rules/common.smk gives these to the rules; a profile's set-resources or
+# --set-resources overrides them, the site's partition and account live in profiles/slurm). Sized for the paper's
+# 7B model: the train job's 5 GPUs take the recipe's 50 prompts × 5 rollouts = 250 responses per step evenly (verl
+# requires it, and the dry run checks it); its 48 hours hold 300 steps at the released pace. Merging gathers the
+# FSDP shards in CPU memory; scoring runs one vLLM engine on one GPU (7B in bfloat16 fits; TP = gpu).
+JOB_RESOURCES = {
+    "train": {"gpu": 5, "cpus_per_task": 40, "mem_mb": 320000, "runtime": 2880},
+    "merge": {"cpus_per_task": 8, "mem_mb": 128000, "runtime": 60},
+    "score": {"gpu": 1, "cpus_per_task": 8, "mem_mb": 64000, "runtime": 120},
+}
+
+
 def _looks_local(path: str) -> bool:
     return path.startswith(("/", "."))
 
@@ -22,6 +34,7 @@ class VerlBackend:
     name = "verl"
     conda_env = "../envs/gpu.yaml"
     builds_base_model = False
+    merges_checkpoint = True
 
     def model_settings(self, entry: Mapping[str, Any]) -> dict[str, Any]:
         return {"backend": self.name, "path": entry.get("path")}
@@ -59,7 +72,15 @@ class VerlBackend:
 
     def score_resource_errors(self, key: str, entry: Mapping[str, Any], batch_size: int, max_new_tokens: int,
                               resources: Mapping[str, Any]) -> list[str]:
-        return []
+        """vLLM scores on GPUs only: one engine over the score job's `gpu` GPUs (tensor parallel)."""
+        if int(resources.get("gpu") or 0) >= 1:
+            return []
+        return [f"resources of rule score: gpu={resources.get('gpu', 0)}, but {key} (backend verl) is scored with "
+                f"vLLM on GPUs; give the score rule gpu ≥ 1 (its default is {JOB_RESOURCES['score']['gpu']}: remove "
+                f"the override from the profile's set-resources or --set-resources)"]
+
+    def job_resources(self, rule: str) -> dict[str, Any]:
+        return dict(JOB_RESOURCES.get(rule, {}))
 
     def build_base_model(self, model, **_) -> None:
         raise NotImplementedError(f"base model: {_NOT_AVAILABLE}")
@@ -67,5 +88,8 @@ class VerlBackend:
     def train(self, model, **_) -> None:
         raise NotImplementedError(f"training: {_NOT_AVAILABLE}")
 
-    def open_generator(self, model, **_):
-        raise NotImplementedError(f"scoring: {_NOT_AVAILABLE}")
+    def open_generator(self, model: Mapping[str, Any], *, model_dir, threads: int, gpus: int = 0):
+        """A merged checkpoint (the merge job's Hugging Face directory), or the untrained `path` when None."""
+        from dataflex_rl.backends.verl.scoring import VllmGenerator
+
+        return VllmGenerator.open(str(model_dir or model["path"]), gpus)
