@@ -185,3 +185,18 @@ def test_the_merge_job_writes_the_runs_weights_as_a_verified_hugging_face_direct
     (run_model / "actor" / "model_world_size_1_rank_0.pt").write_bytes(b"damaged")
     with pytest.raises(DamagedArtefactError, match="model_world_size_1_rank_0.pt: sha256"):
         merge_run(settings, model_dir=run_model, model_provenance=tmp_path / PROVENANCE, out_dir=tmp_path / "again")
+
+
+@pytest.mark.parametrize("evaluation, engine, sampling", [
+    ({"max_new_tokens": 4096, "batch_size": 512, "temperature": 0.0}, "max_model_len=5120", "temperature=0.0, top_p=1.0, "
+     "max_tokens=4096, n=1, seed=0"),
+    ({"max_new_tokens": 8, "batch_size": 4, "temperature": 0.5, "seed": 3}, "max_model_len=1032",
+     "temperature=0.5, top_p=1.0, max_tokens=8, n=1, seed=3")])
+def test_the_dry_run_summary_names_the_merge_and_vllm_settings(evaluation, engine, sampling):
+    merge, score = get_backend("verl").job_commands(evaluation)
+    assert merge == ("merge: python -m verl.model_merger merge --backend fsdp --local_dir <run>/model[/actor] "
+                     "--target_dir <run>/merged")
+    assert f"dtype=bfloat16, {engine}, tensor_parallel_size=<gpu>" in score and score.startswith(
+        "score: VLLM_BATCH_INVARIANT=1, vllm.LLM(")
+    assert score.endswith(f"vllm.SamplingParams({sampling})")
+    assert get_backend("embedded").job_commands(evaluation) == []

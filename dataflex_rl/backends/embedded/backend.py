@@ -102,6 +102,9 @@ class EmbeddedBackend:
         prompts = f"max_position_embeddings {shape.max_position_embeddings}"
         return _memory_errors("score", key, shape, batch, prompts, estimate, resources, "lower evaluation.batch_size")
 
+    def job_commands(self, evaluation: Mapping[str, Any]) -> list[str]:
+        return []
+
     def job_resources(self, rule: str) -> dict[str, Any]:
         return {}
 

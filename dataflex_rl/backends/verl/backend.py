@@ -26,6 +26,10 @@ JOB_RESOURCES = {
 }
 
 
+def _arguments(values: Mapping[str, Any]) -> str:
+    return ", ".join(f"{key}={value}" for key, value in values.items())
+
+
 def _looks_local(path: str) -> bool:
     return path.startswith(("/", "."))
 
@@ -78,6 +82,17 @@ class VerlBackend:
         return [f"resources of rule score: gpu={resources.get('gpu', 0)}, but {key} (backend verl) is scored with "
                 f"vLLM on GPUs; give the score rule gpu ≥ 1 (its default is {JOB_RESOURCES['score']['gpu']}: remove "
                 f"the override from the profile's set-resources or --set-resources)"]
+
+    def job_commands(self, evaluation: Mapping[str, Any]) -> list[str]:
+        from dataflex_rl.backends.verl.merge import merge_command
+        from dataflex_rl.backends.verl.scoring import BATCH_INVARIANT, engine_arguments, sampling_arguments
+
+        tokens, seed = evaluation["max_new_tokens"], evaluation.get("seed", 0)
+        engine = engine_arguments("<run>/merged or models.<m>.path", max_new_tokens=tokens, gpus="<gpu>", seed=seed)
+        sampling = sampling_arguments(max_new_tokens=tokens, temperature=evaluation["temperature"], seed=seed)
+        return [f"merge: python {' '.join(merge_command('<run>/model[/actor]', '<run>/merged')[1:])}",
+                f"score: {BATCH_INVARIANT}=1, vllm.LLM({_arguments(engine)}), "
+                f"vllm.SamplingParams({_arguments(sampling)})"]
 
     def job_resources(self, rule: str) -> dict[str, Any]:
         return dict(JOB_RESOURCES.get(rule, {}))
