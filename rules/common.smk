@@ -56,7 +56,7 @@ def score_files():
 
 
 def merges_checkpoint(model):
-    """Whether a model's trained runs are merged into a Hugging Face directory before scoring (rule merge: verl)."""
+    """Whether a model's trained runs are merged into a Hugging Face directory before scoring (the merge rule; verl)."""
     return get_backend(STUDY.models[model].backend).merges_checkpoint
 
 
