@@ -32,8 +32,8 @@ class Generator(Protocol):
 
     def generate(self, prompts: Sequence[str], *, max_new_tokens: int, batch_size: int, temperature: float,
                  seed: int) -> list[Answer]:
-        """An Answer per prompt, in order: greedy at temperature 0, else sampled
-        with draws seeded by `seed` (the same prompts, batch size and seed give the same responses)."""
+        """An Answer per prompt, in order: greedy at temperature 0, else sampled with draws seeded by `seed` (the
+        same prompts, batch size and seed give the same responses)."""
 
 
 class Backend(Protocol):
