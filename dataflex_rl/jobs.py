@@ -57,7 +57,8 @@ def training_state(state_dir, settings: Mapping[str, Any], inputs: Mapping[str, 
 
 
 def train_run(job: Mapping[str, Any], settings: Mapping[str, Any], *, base, corpus, checkpoint_every: int,
-              out_model, out_metrics, out_provenance, state_dir, threads: int = 1, prompt_cap=None) -> None:
+              out_model, out_metrics, out_provenance, state_dir, threads: int = 1, prompt_cap=None,
+              gpus: int = 0) -> None:
     inputs = {"corpus": plain_input(corpus), **_base_input(base)}
     state = training_state(state_dir, settings, inputs)
     others = sorted(p.name for p in Path(state_dir).glob("*") if p.is_dir() and p != state)
@@ -68,20 +69,21 @@ def train_run(job: Mapping[str, Any], settings: Mapping[str, Any], *, base, corp
     get_backend(job["model"]["backend"]).train(
         job["model"], base=base, corpus=corpus, method=MethodSpec(**job["method"]), seed=job["seed"],
         training=training, template=job["template"], out_model=out_model, out_metrics=out_metrics,
-        state_dir=state, threads=threads, prompt_cap=prompt_cap, target_domain=job.get("target_domain"))
+        state_dir=state, threads=threads, prompt_cap=prompt_cap, target_domain=job.get("target_domain"), gpus=gpus)
     write_provenance(out_provenance, settings, [out_model, out_metrics], inputs)
 
 
 def score_run(job: Mapping[str, Any], settings: Sequence[Mapping[str, Any]], *, model_dir, model_provenance,
-              items: list, outputs: list, provenance: list, threads: int = 1, token_caps=None) -> None:
+              items: list, outputs: list, provenance: list, threads: int = 1, token_caps=None,
+              gpus: int = 0) -> None:
     """Score one model (`model_dir`: a base or a trained run's model directory, verified against its provenance
     record; None: a backend's untrained `path`) on each benchmark file in `items`, writing the matching file of
     `outputs` and its provenance record; `settings` holds each benchmark's slice, in the same order. `token_caps`:
-    the caps its items are held to (dataflex_rl.evaluate.benchmark_fit)."""
+    the caps its items are held to (dataflex_rl.evaluate.benchmark_fit); `gpus`: the job's `gpu` resource."""
     model_inputs = {"model": verified_input(model_dir, model_provenance)} if model_dir else {}
     inputs = [{**model_inputs, "items": plain_input(path)} for path in items]
     generator = get_backend(job["model"]["backend"]).open_generator(job["model"], model_dir=model_dir,
-                                                                    threads=threads)
+                                                                    threads=threads, gpus=gpus)
     score_benchmarks(generator, items, outputs, [state_key(s, i) for s, i in zip(settings, inputs, strict=True)],
                      job["template"], job["evaluation"], token_caps)
     for record, output, slice_, used in zip(provenance, outputs, settings, inputs, strict=True):

@@ -120,6 +120,12 @@ def run_model(model: str, run: str) -> str:
     return f"{run_dir(model, run)}/model"
 
 
+def merged_model(model: str, run: str) -> str:
+    """A verl run's final checkpoint merged into a Hugging Face model directory (its provenance.json inside): what
+    vLLM scores."""
+    return f"{run_dir(model, run)}/merged"
+
+
 def metrics(model: str, run: str) -> str:
     return f"{run_dir(model, run)}/metrics.parquet"
 

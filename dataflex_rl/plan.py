@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from dataflex_rl.backends.base import get_backend
 from dataflex_rl.benchmarks.loaders import benchmark_paths
 from dataflex_rl.config_checks import corpus_domains
 from dataflex_rl.layout import FULL_DATA
@@ -39,6 +40,7 @@ def planned_jobs(study: Study) -> dict[str, int]:
         "solve_rates": len(study.solve_rates_models()),
         "regime_corpus": len(study.regime_corpora()),
         "train": len(study.runs),
+        "merge": sum(get_backend(study.models[run.model].backend).merges_checkpoint for run in study.runs),
         "score": scored_runs * benchmarks if study.evaluation.job_per_benchmark else scored_runs,
         "parse_gate": len(study.models),
         "records": 1,
@@ -101,6 +103,8 @@ def matrix_summary(study: Study, config: Mapping[str, Any], jobs: Mapping[str, i
         by_backend.setdefault(model.backend, []).append(label)
     lines.append(f"  models ({len(study.models)}): "
                  + "; ".join(f"{b}: {', '.join(ms)}" for b, ms in sorted(by_backend.items())))
+    for backend in sorted(by_backend):
+        lines += [f"  {backend} {line}" for line in get_backend(backend).job_commands(study.evaluation.scoring())]
     lines.append("  methods:    policy      family       control          params")
     lines += _methods_table(study)
     lines.append(f"  benchmarks ({len(study.benchmarks.names)}): {_benchmarks_line(study)}")

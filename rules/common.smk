@@ -57,12 +57,28 @@ def score_files():
     return [layout.score(m, r, b) for m, r in STUDY.scored_runs() for b in BENCHMARKS]
 
 
+def merges_checkpoint(model):
+    """Whether a model's trained runs are merged into a Hugging Face directory before scoring (the merge rule; verl)."""
+    return get_backend(STUDY.models[model].backend).merges_checkpoint
+
+
 def run_outputs():
     return [
         path(run.model, run.name)
         for run in RUNS
         for path in (layout.run_model, layout.metrics, layout.train_provenance)
-    ]
+    ] + [layout.merged_model(run.model, run.name) for run in RUNS if merges_checkpoint(run.model)]
+
+
+def backend_resources(rule):
+    """What a job of `rule` asks of its machine on the study's backends (Backend.job_resources), the largest value
+    of each resource over the study's models; none for the embedded backend, so its rules keep Snakemake's and the
+    profile's defaults. A profile's set-resources or --set-resources overrides them."""
+    merged = {}
+    for model in STUDY.models.values():
+        for key, value in get_backend(model.backend).job_resources(rule).items():
+            merged[key] = max(merged.get(key, value), value)
+    return merged
 
 
 def get_final_outputs():
@@ -145,8 +161,11 @@ def benchmark_file(wildcards):
 
 
 def scored_model(wildcards):
-    """The model directory a run is scored with: a trained run's final model, or the base the backend built (none
-    for a backend that loads the untrained model from its `path`)."""
+    """The model directory a run is scored with: a trained run's final model (its merged Hugging Face directory where
+    the backend merges), or the base the backend built (none for a backend that loads the untrained model from its
+    `path`)."""
+    if wildcards.run != layout.UNTRAINED and merges_checkpoint(wildcards.model):
+        return layout.merged_model(wildcards.model, wildcards.run)
     if wildcards.run != layout.UNTRAINED or STUDY.models[wildcards.model].builds_base_model:
         return layout.scored_model(wildcards.model, wildcards.run)
     return []
@@ -158,6 +177,8 @@ def trained_run_record(wildcards):
 
 
 def scored_model_provenance(wildcards):
+    if wildcards.run != layout.UNTRAINED and merges_checkpoint(wildcards.model):
+        return f"{layout.merged_model(wildcards.model, wildcards.run)}/{layout.PROVENANCE}"
     return layout.scored_model_provenance(wildcards.model, wildcards.run) if scored_model(wildcards) else None
 
 

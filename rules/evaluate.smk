@@ -16,6 +16,8 @@ rule score:
     conda:
         backend_env
     threads: STUDY.threads
+    resources:
+        **backend_resources("score"),
     params:
         settings=lambda wc: [STUDY.score_slice(wc.model, wc.run, b) for b in scored(wc)],
         job=lambda wc: STUDY.score_job(wc.model),

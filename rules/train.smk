@@ -39,6 +39,8 @@ rule train:
     conda:
         backend_env
     threads: STUDY.threads
+    resources:
+        **backend_resources("train"),
     params:
         settings=lambda wc: STUDY.train_slice(STUDY.run(wc.model, wc.run)),
         job=lambda wc: STUDY.train_job(STUDY.run(wc.model, wc.run)),
@@ -51,3 +53,28 @@ rule train:
         prompt_cap=prompt_cap,
     script:
         "../workflow_scripts/train.py"
+
+
+# A verl run's final FSDP checkpoint merged into the Hugging Face directory vLLM scores (dataflex_rl/backends/verl/
+# merge.py): a job of its own, on CPUs, so that a failed merge or scoring job never retrains. Only the runs of a
+# backend that merges (Backend.merges_checkpoint) ask for it, through the score rule's input.
+rule merge:
+    input:
+        model=layout.run_model("{model}", "{run}"),
+        provenance=layout.train_provenance("{model}", "{run}"),
+    output:
+        directory(layout.merged_model("{model}", "{run}")),
+    log:
+        "logs/merge/{model}/{run}.log",
+    benchmark:
+        "logs/timing/merge/{model}/{run}.tsv"
+    wildcard_constraints:
+        run=TRAINED_RUN,
+    conda:
+        backend_env
+    resources:
+        **backend_resources("merge"),
+    params:
+        settings=lambda wc: STUDY.train_slice(STUDY.run(wc.model, wc.run)),
+    script:
+        "../workflow_scripts/merge.py"

@@ -34,8 +34,6 @@ def test_the_verl_backend_refuses_what_it_does_not_do_naming_what_is_missing(tmp
     with pytest.raises(NotImplementedError, match="the verl backend builds no base model; it loads `path` "
                                                   "\\('Qwen/Qwen2.5-7B'\\) and scores it untrained"):
         verl.build_base_model({"backend": "verl", "path": "Qwen/Qwen2.5-7B"})
-    with pytest.raises(NotImplementedError, match="scoring: the 'verl' backend is not available"):
-        verl.open_generator({"backend": "verl", "path": "Qwen/Qwen2.5-7B"})
 
 
 def test_an_unknown_backend_is_named():

@@ -260,13 +260,19 @@ CASES = [
          ("models.tiny-qwen2.warmup.steps: 0 is less than the minimum of 1",)),
     Case("checkpoint after the last step", _set("training.checkpoint_every", 10),
          ("training.checkpoint_every: 10 > training.steps 3",)),
-    Case("verl batch does not divide over the GPUs", _all(_verl(prompts_per_step=4), _set("training.rollouts", 4)),
-         ("training.prompts_per_step: 4 × training.rollouts 4 = 16 responses per step do not divide over the "
-          "train job's 5 GPUs",), args=tuple(SLURM)),
+    Case("verl batch does not divide over the GPUs", _all(_verl(prompts_per_step=3), _set("training.rollouts", 4)),
+         ("training.prompts_per_step: 3 × training.rollouts 4 = 12 responses per step do not divide over the "
+          "train job's 8 GPUs",), args=tuple(SLURM)),
+    Case("verl score job without a GPU", _verl(), ("resources of rule score: gpu=0, but models.qwen (backend verl) is "
+                                                   "scored with vLLM on GPUs; give the score rule gpu ≥ 1",),
+         args=("--set-resources", "score:gpu=0")),
+    Case("verl score job without a GPU on the Slurm profile", _verl(),
+         ("resources of rule score: gpu=0, but models.qwen (backend verl)", "its default is 1"),
+         args=(*SLURM, "--set-resources", "score:gpu=0")),
     Case("train job exceeds the partition's GPUs",
          _all(_verl(prompts_per_step=8),
               _set("cluster", {"partitions": {"gpu": {"gpus_per_node": 4}, "cpu": {"cpus_per_node": 16}}})),
-         ("resources of rule train: gpu=5 exceeds cluster.partitions.gpu.gpus_per_node = 4",), args=tuple(SLURM)),
+         ("resources of rule train: gpu=8 exceeds cluster.partitions.gpu.gpus_per_node = 4",), args=tuple(SLURM)),
     Case("fewer CPUs than threads", _set("threads_per_job", 4),
          ("resources of rule train: cpus_per_task=2 < threads=4",),
          args=("--set-resources", "train:cpus_per_task=2")),
@@ -294,9 +300,10 @@ CASES = [
          ("resources of rule score: mem_mb=700 is below the estimated peak memory of a score job, 783 MB, for "
           "models.tiny-qwen2", "evaluation.batch_size 64", "lower evaluation.batch_size"),
          args=("--set-resources", "score:mem_mb=700")),
+    # The Slurm profile's default memory: the GPU jobs' larger requests come with the verl backend's rules.
     Case("score batch of long prompts above the Slurm profile's memory",
          _all(_set("models.tiny-qwen2.shape.max_position_embeddings", 4096), _set("evaluation.batch_size", 512)),
-         ("resources of rule score: mem_mb=64000 is below the estimated peak memory of a score job, 75956 MB",
+         ("resources of rule score: mem_mb=8000 is below the estimated peak memory of a score job, 75956 MB",
           "prompts up to 4092 (max_position_embeddings 4096 − evaluation.max_new_tokens 4, the most "
           "data_validation.benchmarks.max_prompt_tokens lets through) tokens"), args=tuple(SLURM)),
     # A configured prompt-token cap shrinks the estimate: 40 prompts of up to 100 tokens need 607 MB (1247 MB at the

@@ -294,7 +294,7 @@ def test_measured_solve_rates_of_the_tiny_base(tiny):
     answers = generator.generate([render_item_prompt(r, TEMPLATE, generator.tokenizer) for r in records],
                                  max_new_tokens=8, batch_size=64, temperature=1.0, seed=3)
     by_hand = pd.DataFrame({"id": [r["id"] for r in records],
-                            "reward": [reward(text, r) for (text, _), r in zip(answers, records)]})
+                            "reward": [reward(text, r) for (text, *_), r in zip(answers, records)]})
     assert rates == by_hand.groupby("id")["reward"].mean().to_dict()
 
 

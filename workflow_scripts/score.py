@@ -12,4 +12,5 @@ with job_log(snakemake.log[0]):
         provenance=list(snakemake.output.provenance),
         threads=snakemake.threads,
         token_caps=snakemake.params.token_caps,
+        gpus=snakemake.resources.get("gpu", 0),
     )

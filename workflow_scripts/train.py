@@ -14,4 +14,5 @@ with job_log(snakemake.log[0]):
         state_dir=snakemake.params.state_dir,
         threads=snakemake.threads,
         prompt_cap=snakemake.params.prompt_cap,
+        gpus=snakemake.resources.get("gpu", 0),
     )

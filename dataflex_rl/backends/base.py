@@ -8,9 +8,20 @@ import torch: the rules read `conda_env` and `builds_base_model`, and the dry ru
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping, Protocol, Sequence
+from types import MappingProxyType
+from typing import Any, Mapping, NamedTuple, Protocol, Sequence
 
 from dataflex_rl.recipe import GRPOSettings
+
+
+class Answer(NamedTuple):
+    """One generated response: its text, its length in tokens, and what the generating engine reports beside it
+    (vLLM: finish_reason, its version, the tensor parallelism), which become extra columns of the item's score record
+    (none for the embedded generator, whose records keep their columns)."""
+
+    text: str
+    length: int
+    engine: Mapping[str, Any] = MappingProxyType({})
 
 
 class Generator(Protocol):
@@ -20,15 +31,16 @@ class Generator(Protocol):
     tokenizer: Any
 
     def generate(self, prompts: Sequence[str], *, max_new_tokens: int, batch_size: int, temperature: float,
-                 seed: int) -> list[tuple[str, int]]:
-        """(response text, response length in tokens) per prompt, in order: greedy at temperature 0, else sampled
-        with draws seeded by `seed` (the same prompts, batch size and seed give the same responses)."""
+                 seed: int) -> list[Answer]:
+        """An Answer per prompt, in order: greedy at temperature 0, else sampled with draws seeded by `seed` (the
+        same prompts, batch size and seed give the same responses)."""
 
 
 class Backend(Protocol):
     name: str
     conda_env: str  # the rule's conda environment file, relative to rules/
     builds_base_model: bool  # the embedded backend builds its base (rule base_model); verl loads `path`
+    merges_checkpoint: bool  # a trained run is merged into a Hugging Face directory before scoring (rule merge)
 
     def model_settings(self, entry: Mapping[str, Any]) -> dict[str, Any]:
         """A config `models.<m>` entry with every default filled in: what the model's artefacts depend on."""
@@ -60,14 +72,23 @@ class Backend(Protocol):
     def train(self, model: Mapping[str, Any], *, base, corpus, method, seed: int, training: GRPOSettings,
               template: str, out_model, out_metrics, state_dir, threads: int,
               prompt_cap: Mapping[str, Any] | None = None, target_domain: str | None = None, gpus: int = 0) -> None:
-        """Train one run from `base` (None: the backend loads `path`) on `gpus` GPUs (the train job's `gpu` resource;
-        0 on the embedded backend); write the final model directory and the per-step metrics. Before the first step
-        the corpus must fit the run (dataflex_rl.tasks.training_fit: one step's prompts, each within `prompt_cap`).
-        `target_domain`: where a prompt selection draws its validation prompts (the unbalanced regime's evaluation
-        domain; None: any)."""
+        """Train one run from `base` (None: the backend loads `path`); write the final model directory (Hugging Face
+        layout) and the per-step metrics. Before the first step the corpus must fit the run
+        (dataflex_rl.tasks.training_fit: one step's prompts, each within `prompt_cap`). `target_domain`: where a prompt
+        selection draws its validation prompts (the unbalanced regime's evaluation domain; None: any). `gpus`: the train
+        job's `gpu` resource (0 where it has none)."""
 
-    def open_generator(self, model: Mapping[str, Any], *, model_dir, threads: int) -> Generator:
-        """Load a model directory (a base or a trained run's) for scoring; None: the untrained `path` itself."""
+    def open_generator(self, model: Mapping[str, Any], *, model_dir, threads: int, gpus: int = 0) -> Generator:
+        """Load a model directory (a base or a trained run's) for scoring; None: the untrained `path` itself. `gpus`:
+        the score job's `gpu` resource (0 where it has none)."""
+
+    def job_commands(self, evaluation: Mapping[str, Any]) -> list[str]:
+        """What the backend's own jobs run, one line each, for the dry-run summary (`evaluation`: the study's scoring
+        settings, EvaluationSettings.scoring)."""
+
+    def job_resources(self, rule: str) -> dict[str, Any]:
+        """What a job of `rule` (train, merge, score) on this backend asks of its machine: Snakemake resources (gpu,
+        cpus_per_task, mem_mb, runtime), given to the rule (rules/common.smk); {} where the defaults serve."""
 
 
 def _backends() -> dict[str, Backend]:

@@ -64,6 +64,7 @@ class EmbeddedBackend:
     name = "embedded"
     conda_env = "../envs/cpu.yaml"
     builds_base_model = True
+    merges_checkpoint = False
 
     def model_settings(self, entry: Mapping[str, Any]) -> dict[str, Any]:
         return {"backend": self.name, "shape": asdict(filled(ModelShape, entry.get("shape"))),
@@ -108,6 +109,12 @@ class EmbeddedBackend:
                    "lets through)")
         return _memory_errors("score", key, shape, batch, prompts, estimate, resources, "lower evaluation.batch_size")
 
+    def job_commands(self, evaluation: Mapping[str, Any]) -> list[str]:
+        return []
+
+    def job_resources(self, rule: str) -> dict[str, Any]:
+        return {}
+
     def build_base_model(self, model: Mapping[str, Any], *, corpus, out_dir, template: str, threads: int,
                          prompt_cap=None, answer_cap=None) -> None:
         from dataflex_rl.backends.embedded.base_model import build_base_model
@@ -123,7 +130,7 @@ class EmbeddedBackend:
         train_run(base, corpus, method, seed, training, template, out_model, out_metrics, state_dir, threads=threads,
                   prompt_cap=prompt_cap, target_domain=target_domain)
 
-    def open_generator(self, model: Mapping[str, Any], *, model_dir, threads: int):
+    def open_generator(self, model: Mapping[str, Any], *, model_dir, threads: int, gpus: int = 0):
         from dataflex_rl.backends.embedded.generation import EmbeddedGenerator
 
         return EmbeddedGenerator.load(model_dir, threads=threads)

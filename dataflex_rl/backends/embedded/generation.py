@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
+from dataflex_rl.backends.base import Answer
 from dataflex_rl.backends.embedded.sequences import positions_from_mask, prefill
 
 
@@ -82,13 +83,13 @@ class EmbeddedGenerator:
         return cls(*load_model(model_dir))
 
     def generate(self, prompts, *, max_new_tokens: int, batch_size: int, temperature: float,
-                 seed: int) -> list[tuple[str, int]]:
+                 seed: int) -> list[Answer]:
         from dataflex_rl.backends.embedded.sequences import encode_prompts
 
         generator = None if temperature == 0 else torch.Generator().manual_seed(seed)
         encoded = encode_prompts(self.tokenizer, list(prompts))
         order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
-        answers: dict[int, tuple[str, int]] = {}
+        answers: dict[int, Answer] = {}
         for start in range(0, len(order), batch_size):
             chunk = order[start : start + batch_size]
             generated = decode(self.model, [encoded[i] for i in chunk], max_new_tokens=max_new_tokens,
@@ -96,5 +97,5 @@ class EmbeddedGenerator:
                                generator=generator, temperature=temperature or 1.0)
             lengths = generated.response_mask.sum(-1).tolist()
             for index, text, length in zip(chunk, response_texts(self.tokenizer, generated), lengths):
-                answers[index] = (text, int(length))
+                answers[index] = Answer(text, int(length))
         return [answers[i] for i in range(len(encoded))]

@@ -11,11 +11,25 @@ from dataflex_rl.methods import MethodSpec
 from dataflex_rl.policies.catalogue import CATALOGUE
 from dataflex_rl.recipe import GRPOSettings
 
-_NOT_AVAILABLE = ("the 'verl' backend is not available in this version of DataFlex-RL (only 'embedded' runs); the "
-                  "rules, resources and job matrix are ready for it")
 # Policy families the verl trainer does not run: a prompt selection's rounds decode and differentiate candidate
 # prompts outside the training step, which the plugin's trainer has no seam for in this version.
 UNSUPPORTED_FAMILIES = ("prompt_selection",)
+
+
+# What a verl job asks of its machine (rules/common.smk gives these to the rules; a profile's set-resources or
+# --set-resources overrides them, the site's partition and account live in profiles/slurm). Sized for the paper's
+# 7B model on the released recipe's 8 GPUs, which take its 64 prompts × 5 rollouts = 320 responses per step evenly
+# (verl requires it, and the dry run checks it); its 48 hours hold 300 steps at the released pace. Merging gathers the
+# FSDP shards in CPU memory; scoring runs one vLLM engine on one GPU (7B in bfloat16 fits; TP = gpu).
+JOB_RESOURCES = {
+    "train": {"gpu": 8, "cpus_per_task": 40, "mem_mb": 320000, "runtime": 2880},
+    "merge": {"cpus_per_task": 8, "mem_mb": 128000, "runtime": 60},
+    "score": {"gpu": 1, "cpus_per_task": 8, "mem_mb": 64000, "runtime": 120},
+}
+
+
+def _arguments(values: Mapping[str, Any]) -> str:
+    return ", ".join(f"{key}={value}" for key, value in values.items())
 
 
 def _looks_local(path: str) -> bool:
@@ -26,6 +40,7 @@ class VerlBackend:
     name = "verl"
     conda_env = "../envs/gpu.yaml"
     builds_base_model = False
+    merges_checkpoint = True
 
     def model_settings(self, entry: Mapping[str, Any]) -> dict[str, Any]:
         return {"backend": self.name, "path": entry.get("path")}
@@ -69,7 +84,26 @@ class VerlBackend:
 
     def score_resource_errors(self, key: str, entry: Mapping[str, Any], batch_size: int, max_new_tokens: int,
                               resources: Mapping[str, Any]) -> list[str]:
-        return []
+        """vLLM scores on GPUs only: one engine over the score job's `gpu` GPUs (tensor parallel)."""
+        if int(resources.get("gpu") or 0) >= 1:
+            return []
+        return [f"resources of rule score: gpu={resources.get('gpu', 0)}, but {key} (backend verl) is scored with "
+                f"vLLM on GPUs; give the score rule gpu ≥ 1 (its default is {JOB_RESOURCES['score']['gpu']}: remove "
+                f"the override from the profile's set-resources or --set-resources)"]
+
+    def job_commands(self, evaluation: Mapping[str, Any]) -> list[str]:
+        from dataflex_rl.backends.verl.merge import merge_command
+        from dataflex_rl.backends.verl.scoring import BATCH_INVARIANT, engine_arguments, sampling_arguments
+
+        tokens, seed = evaluation["max_new_tokens"], evaluation.get("seed", 0)
+        engine = engine_arguments("<run>/merged or models.<m>.path", max_new_tokens=tokens, gpus="<gpu>", seed=seed)
+        sampling = sampling_arguments(max_new_tokens=tokens, temperature=evaluation["temperature"], seed=seed)
+        return [f"merge: python {' '.join(merge_command('<run>/model[/actor]', '<run>/merged')[1:])}",
+                f"score: {BATCH_INVARIANT}=1, vllm.LLM({_arguments(engine)}), "
+                f"vllm.SamplingParams({_arguments(sampling)})"]
+
+    def job_resources(self, rule: str) -> dict[str, Any]:
+        return dict(JOB_RESOURCES.get(rule, {}))
 
     def build_base_model(self, model, **_) -> None:
         raise NotImplementedError(f"base model: the verl backend builds no base model; it loads `path` "
@@ -89,5 +123,8 @@ class VerlBackend:
                        out_model=out_model, out_metrics=out_metrics, state_dir=Path(state_dir), gpus=gpus,
                        cpus=threads, prompt_cap=prompt_cap, target_domain=target_domain)
 
-    def open_generator(self, model, **_):
-        raise NotImplementedError(f"scoring: {_NOT_AVAILABLE}")
+    def open_generator(self, model: Mapping[str, Any], *, model_dir, threads: int, gpus: int = 0):
+        """A merged checkpoint (the merge job's Hugging Face directory), or the untrained `path` when None."""
+        from dataflex_rl.backends.verl.scoring import VllmGenerator
+
+        return VllmGenerator.open(str(model_dir or model["path"]), gpus)
