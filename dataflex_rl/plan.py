@@ -104,7 +104,7 @@ def matrix_summary(study: Study, config: Mapping[str, Any], jobs: Mapping[str, i
     lines.append(f"  models ({len(study.models)}): "
                  + "; ".join(f"{b}: {', '.join(ms)}" for b, ms in sorted(by_backend.items())))
     for backend in sorted(by_backend):
-        lines += [f"  {backend} {line}" for line in get_backend(backend).job_commands(study.evaluation.scoring())]
+        lines += [f"  {backend} {line}" for line in get_backend(backend).job_commands(study.training, study.evaluation.scoring(), resources)]
     lines.append("  methods:    policy      family       control          params")
     lines += _methods_table(study)
     lines.append(f"  benchmarks ({len(study.benchmarks.names)}): {_benchmarks_line(study)}")

@@ -10,8 +10,7 @@ import yaml
 
 from dataflex_rl.backends.base import get_backend
 from dataflex_rl.backends.verl.job import VerlRunJob
-from dataflex_rl.backends.verl.launch import verl_command
-from dataflex_rl.backends.verl.overrides import RunFiles, run_overrides
+from dataflex_rl.backends.verl.overrides import RunFiles, run_overrides, verl_command
 from dataflex_rl.policies.catalogue import CATALOGUE
 from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.study import Study

@@ -5,19 +5,23 @@ runs only on a GPU (scripts/gpu_smoke.sh)."""
 import json
 import sys
 import types
+from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
+import yaml
 
 from dataflex_rl.backends.base import Answer, get_backend
 from dataflex_rl.backends.embedded.model import build_model, save_model, train_tokenizer
 from dataflex_rl.backends.embedded.settings import ModelShape
 from dataflex_rl.backends.verl import scoring
 from dataflex_rl.backends.verl.merge import actor_checkpoint, merge_command, merge_run
+from dataflex_rl.backends.verl.overrides import RunFiles, run_overrides
 from dataflex_rl.evaluate.scoring import score_items
 from dataflex_rl.layout import PROVENANCE
 from dataflex_rl.provenance import DamagedArtefactError, verified_input, write_provenance
+from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.tasks.corpus import benchmark_items
 from dataflex_rl.tasks.prompting import render_prompt
 
@@ -129,7 +133,10 @@ def test_a_verl_score_job_without_a_gpu_is_refused(resources, refused):
 
 def test_the_verl_jobs_resources_fit_the_paper_recipe_and_embedded_asks_for_none():
     verl, embedded = get_backend("verl"), get_backend("embedded")
-    assert (50 * 5) % verl.job_resources("train")["gpu"] == 0  # the recipe's responses per step over its GPUs
+    recipe = yaml.safe_load((Path(__file__).parents[1] / "config" / "paper.yaml").read_text())["training"]
+    assert verl.job_resources("train")["gpu"] == 8  # the released recipe's GPUs
+    # the recipe's responses per step divide over them (verl refuses otherwise)
+    assert recipe["prompts_per_step"] * recipe["rollouts"] % verl.job_resources("train")["gpu"] == 0
     assert verl.job_resources("score")["gpu"] == 1 and "gpu" not in verl.job_resources("merge")
     assert verl.job_resources("corpus") == {}
     assert all(embedded.job_resources(rule) == {} for rule in ("train", "merge", "score"))
@@ -193,10 +200,26 @@ def test_the_merge_job_writes_the_runs_weights_as_a_verified_hugging_face_direct
     ({"max_new_tokens": 8, "batch_size": 4, "temperature": 0.5, "seed": 3}, "max_model_len=1032",
      "temperature=0.5, top_p=1.0, max_tokens=8, n=1, seed=3")])
 def test_the_dry_run_summary_names_the_merge_and_vllm_settings(evaluation, engine, sampling):
-    merge, score = get_backend("verl").job_commands(evaluation)
+    *train, merge, score = get_backend("verl").job_commands(GRPOSettings(), evaluation, {})
     assert merge == ("merge: python -m verl.model_merger merge --backend fsdp --local_dir <run>/model[/actor] "
                      "--target_dir <run>/merged")
     assert f"dtype=bfloat16, {engine}, tensor_parallel_size=<gpu>" in score and score.startswith(
         "score: VLLM_BATCH_INVARIANT=1, vllm.LLM(")
     assert score.endswith(f"vllm.SamplingParams({sampling})")
-    assert get_backend("embedded").job_commands(evaluation) == []
+    assert train[0].startswith("train (<state>: the run's state folder")
+    assert get_backend("embedded").job_commands(GRPOSettings(), evaluation, {}) == []
+
+
+def test_the_dry_run_summary_shows_verls_train_command_with_the_jobs_resources():
+    """The train lines are the command the job runs (dataflex_rl.backends.verl.launch), with the merged resources'
+    GPUs and CPUs, wrapped: joined again they are verl's entry point and every override in order."""
+    training = GRPOSettings(prompts_per_step=64, rollouts=5)
+    lines = get_backend("verl").job_commands(training, {"max_new_tokens": 8, "temperature": 0.0},
+                                             {"train": {"gpu": 8, "cpus_per_task": 40}})
+    command = " ".join(line.strip() for line in lines[1:-2]).split()
+    overrides = run_overrides("<models.<m>.path>", training, "<seed>", gpus=8, cpus=40,
+                              files=RunFiles.in_state(Path("<state>")), attention="sdpa",
+                              experiment="<method>-seed<seed>")
+    assert command == ["python", "-m", "verl.trainer.main_ppo", *overrides]
+    assert "trainer.n_gpus_per_node=8" in command and "ray_kwargs.ray_init.num_cpus=40" in command
+    assert "data.train_batch_size=64" in command and "actor_rollout_ref.rollout.n=5" in command

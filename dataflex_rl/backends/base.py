@@ -82,9 +82,11 @@ class Backend(Protocol):
         """Load a model directory (a base or a trained run's) for scoring; None: the untrained `path` itself. `gpus`:
         the score job's `gpu` resource (0 where it has none)."""
 
-    def job_commands(self, evaluation: Mapping[str, Any]) -> list[str]:
-        """What the backend's own jobs run, one line each, for the dry-run summary (`evaluation`: the study's scoring
-        settings, EvaluationSettings.scoring)."""
+    def job_commands(self, training: GRPOSettings, evaluation: Mapping[str, Any],
+                     resources: Mapping[str, Mapping[str, Any]]) -> list[str]:
+        """What the backend's own jobs run, for the dry-run summary: lines naming the job and its command, with the
+        study's `training` settings, its scoring settings (`evaluation`: EvaluationSettings.scoring) and the merged
+        resources per rule (`resources`), placeholders in <> for what varies per job."""
 
     def job_resources(self, rule: str) -> dict[str, Any]:
         """What a job of `rule` (train, merge, score) on this backend asks of its machine: Snakemake resources (gpu,

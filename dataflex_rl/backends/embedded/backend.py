@@ -109,7 +109,8 @@ class EmbeddedBackend:
                    "lets through)")
         return _memory_errors("score", key, shape, batch, prompts, estimate, resources, "lower evaluation.batch_size")
 
-    def job_commands(self, evaluation: Mapping[str, Any]) -> list[str]:
+    def job_commands(self, training: GRPOSettings, evaluation: Mapping[str, Any],
+                     resources: Mapping[str, Mapping[str, Any]]) -> list[str]:
         return []
 
     def job_resources(self, rule: str) -> dict[str, Any]:

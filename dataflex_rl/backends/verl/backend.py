@@ -4,6 +4,7 @@ pandas are imported only when a job runs, so the registry stays light for the dr
 """
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -91,14 +92,24 @@ class VerlBackend:
                 f"vLLM on GPUs; give the score rule gpu ≥ 1 (its default is {JOB_RESOURCES['score']['gpu']}: remove "
                 f"the override from the profile's set-resources or --set-resources)"]
 
-    def job_commands(self, evaluation: Mapping[str, Any]) -> list[str]:
+    def job_commands(self, training: GRPOSettings, evaluation: Mapping[str, Any],
+                     resources: Mapping[str, Mapping[str, Any]]) -> list[str]:
         from dataflex_rl.backends.verl.merge import merge_command
+        from dataflex_rl.backends.verl.overrides import RunFiles, run_overrides, verl_command
         from dataflex_rl.backends.verl.scoring import BATCH_INVARIANT, engine_arguments, sampling_arguments
 
+        train = resources.get("train", {})
+        overrides = run_overrides("<models.<m>.path>", training, "<seed>", gpus=train.get("gpu", "<gpu>"),
+                                  cpus=train.get("cpus_per_task", "<cpus>"), files=RunFiles.in_state(Path("<state>")),
+                                  attention="sdpa", experiment="<method>-seed<seed>")
+        command = textwrap.wrap(" ".join(["python", *verl_command(overrides)[1:]]), 110, break_long_words=False,
+                                break_on_hyphens=False)
         tokens, seed = evaluation["max_new_tokens"], evaluation.get("seed", 0)
         engine = engine_arguments("<run>/merged or models.<m>.path", max_new_tokens=tokens, gpus="<gpu>", seed=seed)
         sampling = sampling_arguments(max_new_tokens=tokens, temperature=evaluation["temperature"], seed=seed)
-        return [f"merge: python {' '.join(merge_command('<run>/model[/actor]', '<run>/merged')[1:])}",
+        return ["train (<state>: the run's state folder; flash-attn instead of sdpa where importable at launch): "
+                "VERL_FILE_LOGGER_PATH=<state>/verl_metrics.attempt<N>.jsonl", *(f"  {part}" for part in command),
+                f"merge: python {' '.join(merge_command('<run>/model[/actor]', '<run>/merged')[1:])}",
                 f"score: {BATCH_INVARIANT}=1, vllm.LLM({_arguments(engine)}), "
                 f"vllm.SamplingParams({_arguments(sampling)})"]
 

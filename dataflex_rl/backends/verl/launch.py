@@ -21,7 +21,8 @@ import pandas as pd
 from dataflex_rl.atomic import atomic_directory, remove_partial_writes, write_parquet
 from dataflex_rl.backends.verl.dataset import write_verl_corpus
 from dataflex_rl.backends.verl.job import VerlRunJob
-from dataflex_rl.backends.verl.overrides import DEFAULT_PROMPT_TOKENS, RunFiles, attention_implementation, run_overrides
+from dataflex_rl.backends.verl.overrides import (DEFAULT_PROMPT_TOKENS, RunFiles, attention_implementation, run_overrides,
+                                                 verl_command)
 from dataflex_rl.methods import MethodSpec
 from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.tasks.training_fit import check_prompts_per_step
@@ -52,10 +53,6 @@ def final_actor_dir(checkpoint_dir: Path, steps: int) -> Path:
 def next_attempt(state_dir: Path) -> int:
     """One more than the attempts so far, counted by their logs (an attempt that failed early has no metrics)."""
     return len(list(Path(state_dir).glob(LOG_GLOB))) + 1
-
-
-def verl_command(overrides: Sequence[str]) -> list[str]:
-    return [sys.executable, "-m", "verl.trainer.main_ppo", *overrides]
 
 
 def run_verl(overrides: Sequence[str], state_dir: Path) -> Path:
@@ -145,8 +142,7 @@ def train_verl_run(model_path: str, *, corpus, method: MethodSpec, seed: int, tr
     write the metrics and the final actor folder (`out_model`, FSDP shards plus `huggingface/`: the merge job's
     input)."""
     state_dir.mkdir(parents=True, exist_ok=True)
-    files = RunFiles(train_file=state_dir / "train.parquet", job_file=state_dir / "job.json",
-                     checkpoint_dir=state_dir / "checkpoints")
+    files = RunFiles.in_state(state_dir)
     check_prompts_per_step(write_verl_corpus(corpus, files.train_file, template), training.prompts_per_step,
                            str(corpus))
     VerlRunJob(method, seed, str(files.train_file), training.rollouts, target_domain).write(files.job_file)

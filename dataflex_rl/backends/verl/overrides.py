@@ -8,8 +8,10 @@ attention to flash-attn, which verl's vllm extra does not install. Torch-free; v
 from __future__ import annotations
 
 import importlib.util
+import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 from dataflex_rl.backends.verl.job import CONFIG_BLOCK
 from dataflex_rl.recipe import GRPOSettings
@@ -33,6 +35,11 @@ class RunFiles:
     train_file: Path
     job_file: Path
     checkpoint_dir: Path
+
+    @classmethod
+    def in_state(cls, state_dir: Path) -> "RunFiles":
+        return cls(train_file=state_dir / "train.parquet", job_file=state_dir / "job.json",
+                   checkpoint_dir=state_dir / "checkpoints")
 
 
 def attention_implementation() -> str:
@@ -117,3 +124,7 @@ def run_overrides(model_path: str, training: GRPOSettings, seed: int, *, gpus: i
         f"trainer.v1.trainer_mode={TRAINER_MODE}",
         f"+{CONFIG_BLOCK}.job_file={files.job_file}",
     ]
+
+
+def verl_command(overrides: Sequence[str]) -> list[str]:
+    return [sys.executable, "-m", "verl.trainer.main_ppo", *overrides]
