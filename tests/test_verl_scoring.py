@@ -1,7 +1,7 @@
 """The verl backend's scoring side that runs without a GPU: the engine and sampling settings handed to vLLM, the
 prompt-length refusal before the engine starts, the batch-invariance guard, the score records' engine columns, the
 score job's GPU check, and the merge job through verl's real merger on a CPU-written FSDP checkpoint. vLLM itself
-runs only on a GPU (scripts/gpu_smoke.sh)."""
+runs only on a GPU (tests/gpu/gpu_smoke.sh)."""
 import json
 import sys
 import types

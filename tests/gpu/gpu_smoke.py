@@ -1,4 +1,4 @@
-"""The verl backend end to end on one GPU, in stages that scripts/gpu_smoke.sh runs in turn (each prints what it
+"""The verl backend end to end on one GPU, in stages that tests/gpu/gpu_smoke.sh runs in turn (each prints what it
 checked, `[ok]` or `[FAILED]`, and stops at the first failure):
 
   train <out>        a tiny Qwen2 built locally (the embedded base builder, a content-only chat template added so
@@ -26,7 +26,7 @@ from dataflex_rl.layout import PROVENANCE
 from dataflex_rl.study import Study
 from dataflex_rl.tasks.corpus import benchmark_items, build_corpus
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # head dim 64 (vLLM's attention kernels take it); positions for vLLM's 1024 prompt tokens + the answer
 SHAPE = ModelShape(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=2,
                    num_key_value_heads=1, max_position_embeddings=2048, vocab_size=512)
