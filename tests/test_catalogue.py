@@ -219,7 +219,7 @@ def test_resource_errors_for_verl_batches_cpus_and_partitions():
     assert batch.startswith("training.prompts_per_step: 50 × training.rollouts 5 = 250 responses per step do not "
                             "divide over the train job's 8 GPUs")
     assert "use prompts_per_step 48 or 56, or a GPU count among [1, 2, 5, 10, 25, 50]" in batch
-    assert resource_errors(config, {"score": {"threads": 8, "cpus_per_task": 4}}) == [
+    assert resource_errors(config, {"score": {"gpu": 1, "threads": 8, "cpus_per_task": 4}}) == [
         "resources of rule score: cpus_per_task=4 < threads=8 (threads_per_job or set-threads); the job would "
         "oversubscribe its CPUs — raise cpus_per_task or lower threads"]
     config["cluster"] = {"partitions": {"gpu": {"gpus_per_node": 8, "max_runtime": 1440}}}
