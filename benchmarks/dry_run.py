@@ -24,6 +24,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -166,6 +167,18 @@ def extract_tree(revision: str, into: Path) -> Path:
     return into
 
 
+def copy_working_tree(into: Path) -> Path:
+    """The working tree's files (tracked and untracked, not ignored) copied under `into`: on the same file system as
+    the revision it is timed against."""
+    files = subprocess.run(["git", "-C", str(REPO), "ls-files", "-co", "--exclude-standard", "-z"], check=True,
+                           capture_output=True, text=True).stdout.split("\0")
+    for name in (name for name in files if name and (REPO / name).is_file()):
+        target = into / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / name, target)
+    return into
+
+
 def workdir(base: Path, name: str) -> Path:
     """A fresh working directory holding the config and profiles the study reads."""
     path = base / name
@@ -200,15 +213,17 @@ def measure(case: str, repeats: int, sides: dict[str, Path], base: Path) -> bool
         if "Nothing to be done" not in plan.stdout + plan.stderr:
             sys.exit(f"{side}: the finished tree of {case} is not finished:\n{plan.stdout[-2000:]}")
     snakefiles = {**{side: root / "Snakefile" for side, root in sides.items()}, "bare": bare}
+    commands = {("from scratch", "--list-rules (parsing only)"): (scratch, ["--list-rules"])}
     for tree, cwd in (("from scratch", scratch), ("finished tree", finished)):
         for quiet in ([], ["all"]):
-            times: dict[str, list[tuple[float, float]]] = {side: [] for side in snakefiles}
-            for _ in range(repeats):
-                for side, snakefile in snakefiles.items():
-                    command = [sys.executable, "-m", "snakemake", "-s", str(snakefile), "-n", "--quiet", *quiet,
-                               *args]
-                    times[side].append(timed(command, cwd, sides.get(side, REPO)))
-            _report(f"{case}, {tree}: snakemake -n --quiet{' all' if quiet else ''}", times)
+            commands[tree, f"-n --quiet{' all' if quiet else ''}"] = (cwd, ["-n", "--quiet", *quiet])
+    for (tree, label), (cwd, flags) in commands.items():
+        times: dict[str, list[tuple[float, float]]] = {side: [] for side in snakefiles}
+        for _ in range(repeats):
+            for side, snakefile in snakefiles.items():
+                command = [sys.executable, "-m", "snakemake", "-s", str(snakefile), *flags, *args]
+                times[side].append(timed(command, cwd, sides.get(side, sides["working tree"])))
+        _report(f"{case}, {tree}: snakemake {label}", times)
     return same
 
 
@@ -238,7 +253,7 @@ def main() -> None:
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     with tempfile.TemporaryDirectory() as tmp:
         sides = {args.against: extract_tree(args.against, Path(tmp) / "before")} if args.against else {}
-        sides["working tree"] = REPO
+        sides["working tree"] = copy_working_tree(Path(tmp) / "after") if args.against else REPO
         cases = ["default"] if args.smoke else args.case or list(CASES)
         same = [measure(case, 1 if args.smoke else args.repeats, sides, Path(tmp)) for case in cases]
     if not all(same):
