@@ -123,23 +123,6 @@ def schema_errors(config: Mapping[str, Any], schema: Mapping[str, Any]) -> list[
     return errors
 
 
-def fill_schema_defaults(config: dict[str, Any], schema: Mapping[str, Any]) -> None:
-    """Set, in place, every `default` the schema gives a property of a mapping the config has (what Snakemake's
-    `snakemake.utils.validate` does for a config, without its import of pandas, which it needs for data frames only:
-    seconds on every dry run). For a config that passed `config_errors`."""
-    from jsonschema.validators import extend, validator_for
-
-    base = validator_for(schema)
-
-    def properties_with_defaults(validator, properties, instance, subschema):
-        for name, property_schema in properties.items():
-            if "default" in property_schema:
-                instance.setdefault(name, property_schema["default"])
-        yield from base.VALIDATORS["properties"](validator, properties, instance, subschema)
-
-    extend(base, {"properties": properties_with_defaults})(schema).validate(config)
-
-
 def config_errors(config: Mapping[str, Any], schema: Mapping[str, Any], workdir: str | Path = ".") -> list[str]:
     """Schema errors, or — for a config of the right shape — the semantic ones (which rely on that shape)."""
     return non_finite_errors(config) or schema_errors(config, schema) or semantic_errors(config, workdir)

@@ -3,11 +3,12 @@ import sys
 from pathlib import Path
 
 import yaml
+from snakemake.utils import validate
 
 from dataflex_rl import layout
 from dataflex_rl.backends.base import get_backend
 from dataflex_rl.benchmarks.paths import benchmark_paths
-from dataflex_rl.config_checks import config_errors, fill_schema_defaults, resource_errors
+from dataflex_rl.config_checks import config_errors, resource_errors
 from dataflex_rl.config_yaml import config_yaml_errors
 from dataflex_rl.policies.catalogue import CATALOGUE
 from dataflex_rl.plan import hub_benchmarks, matrix_summary, planned_jobs
@@ -25,7 +26,7 @@ _errors = [error for path in workflow.configfiles for error in config_yaml_error
 _errors = _errors or config_errors(config, _SCHEMA, Path.cwd())
 if _errors:
     raise ValueError(f"invalid configuration ({len(_errors)} problem(s)):\n  - " + "\n  - ".join(_errors))
-fill_schema_defaults(config, _SCHEMA)
+validate(config, schema="../config/schema.yaml")
 
 # The study, resolved once (dataflex_rl/study.py): every default, every job's settings slice. No rule or script reads
 # `config` for a setting: each job gets its slice as a `params:` value, so Snakemake reruns exactly what it changes.
