@@ -21,7 +21,7 @@ import pandas as pd
 
 from dataflex_rl.atomic import write_json, write_text
 from dataflex_rl.provenance import DamagedArtefactError, damage, fingerprint, read_provenance
-from dataflex_rl.records import package_versions
+from dataflex_rl.package_versions import package_versions
 from dataflex_rl.records_import import load_records
 
 _MISSING = "(absent)"
@@ -133,7 +133,7 @@ def _study_cells(expected: Mapping[str, Any], cells: list[dict]) -> list[dict[st
 
 def audit_study(expected: Mapping[str, Any], root: str | Path = ".", installed: str | None = None) -> dict[str, Any]:
     """The audit report of the study whose expectations are `expected` (`Study.expected_artefacts()`) under `root`
-    (the workflow's working directory). `installed`: the `records.package_versions()` JSON to compare records with
+    (the workflow's working directory). `installed`: the `package_versions.package_versions()` JSON to compare records with
     (default: this environment's)."""
     root = Path(root)
     installed_versions = json.loads(installed if installed is not None else package_versions())

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from dataflex_rl.backends.base import get_backend
-from dataflex_rl.benchmarks.loaders import benchmark_paths
+from dataflex_rl.benchmarks.paths import benchmark_paths
 from dataflex_rl.config_checks import corpus_domains
 from dataflex_rl.layout import FULL_DATA
 from dataflex_rl.policies.catalogue import CATALOGUE

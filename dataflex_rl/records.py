@@ -6,7 +6,6 @@ be recomputed from a small table, and `validate_records` refuses a table that wo
 from __future__ import annotations
 
 import json
-from importlib import metadata
 from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
@@ -37,21 +36,11 @@ from dataflex_rl.provenance import DamagedArtefactError, damage, read_provenance
 #                   record its scoring job wrote (dataflex_rl.provenance: sha256, 64 hex digits, of the score's settings
 #                   slice, which includes the weights' and the benchmark's). Missing (NA) for imported records.
 #   package_versions  provenance: compact JSON object {distribution: version or null} of PROVENANCE_PACKAGES in the
-#                   environment that built the records (`package_versions`). Missing (NA) for imported records.
+#                   environment that built the records (dataflex_rl.package_versions). Missing (NA) for imported records.
 RECORD_COLUMNS = ("model", "method", "seed", "run_id", "benchmark", "domain", "n", "correct", "score",
                   "counts_inferred", "mean_length", "mean_chars", "parse_rate", "parse_flagged", "steps", "fingerprint",
                   "package_versions")
 PROVENANCE_COLUMNS = ("fingerprint", "package_versions")
-PROVENANCE_PACKAGES = ("torch", "transformers", "dataflex-rl", "reasoning-gym", "math-verify", "datasketch")
-def package_versions(packages: Iterable[str] = PROVENANCE_PACKAGES) -> str:
-    """Compact JSON {distribution: version} from importlib.metadata, null for a package that is not installed."""
-    versions = {}
-    for name in packages:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
-    return json.dumps(versions, separators=(",", ":"))
 
 
 def summarise_items(items: pd.DataFrame, *, model: str, method: str, seed: int | None, benchmark: str, domain: str,

@@ -7,13 +7,13 @@ from snakemake.utils import validate
 
 from dataflex_rl import layout
 from dataflex_rl.backends.base import get_backend
-from dataflex_rl.benchmarks.loaders import benchmark_paths
+from dataflex_rl.benchmarks.paths import benchmark_paths
 from dataflex_rl.config_checks import config_errors, resource_errors
 from dataflex_rl.config_yaml import config_yaml_errors
 from dataflex_rl.evaluate.benchmark_fit import benchmark_token_caps
 from dataflex_rl.policies.catalogue import CATALOGUE
 from dataflex_rl.plan import hub_benchmarks, matrix_summary, planned_jobs
-from dataflex_rl.records import PROVENANCE_PACKAGES
+from dataflex_rl.package_versions import PROVENANCE_PACKAGES
 from dataflex_rl.report.outputs import figure_paths, table_paths
 from dataflex_rl.study import Study
 from dataflex_rl.tasks.token_caps import answer_token_cap

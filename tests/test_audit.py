@@ -17,7 +17,8 @@ import yaml
 from dataflex_rl import layout
 from dataflex_rl.audit import audit_study, render_markdown
 from dataflex_rl.provenance import fingerprint, write_provenance
-from dataflex_rl.records import package_versions, records_frame, summarise_items
+from dataflex_rl.package_versions import package_versions
+from dataflex_rl.records import records_frame, summarise_items
 from dataflex_rl.study import Study
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,6 +1,7 @@
 from dataflex_rl.atomic import write_parquet
 from dataflex_rl.job_log import job_log
-from dataflex_rl.records import collect_records, package_versions
+from dataflex_rl.package_versions import package_versions
+from dataflex_rl.records import collect_records
 
 with job_log(snakemake.log[0]):
     records = collect_records(snakemake.params.sources, versions=package_versions(snakemake.params.packages),

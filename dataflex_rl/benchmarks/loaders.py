@@ -23,6 +23,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from dataflex_rl.benchmarks.paths import benchmark_paths
 from dataflex_rl.benchmarks.readers import BenchmarkSchemaError, UnreadableRowError, text_field
 from dataflex_rl.benchmarks.registry import PAPER_BENCHMARKS, Benchmark
 from dataflex_rl.items import BENCHMARK_ITEM_COLUMNS
@@ -39,11 +40,6 @@ UNREADABLE_ROWS = "unreadable_rows"
 
 
 TABLE_SUFFIXES = (".jsonl", ".parquet", ".json", ".csv")
-
-
-def benchmark_paths(entry: str | Path | Sequence[str | Path]) -> list[str]:
-    """A `benchmarks.files` entry as its list of paths: one file, or the several files that make one benchmark."""
-    return [str(entry)] if isinstance(entry, (str, Path)) else [str(path) for path in entry]
 
 
 def _json_rows(path: Path) -> list:

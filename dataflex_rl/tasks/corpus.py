@@ -10,7 +10,8 @@ from typing import Sequence
 
 import pandas as pd
 
-from dataflex_rl.benchmarks.loaders import benchmark_paths, load_file_items, load_hub_items
+from dataflex_rl.benchmarks.loaders import load_file_items, load_hub_items
+from dataflex_rl.benchmarks.paths import benchmark_paths
 from dataflex_rl.benchmarks.registry import Benchmark, get_benchmark, get_source
 from dataflex_rl.benchmarks.sources import generate_items
 from dataflex_rl.items import CORPUS_COLUMNS, DOMAINS

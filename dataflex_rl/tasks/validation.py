@@ -25,7 +25,8 @@ import pyarrow
 import pyarrow.parquet
 
 from dataflex_rl.atomic import write_text
-from dataflex_rl.benchmarks.loaders import UNREADABLE_ROWS, benchmark_paths
+from dataflex_rl.benchmarks.loaders import UNREADABLE_ROWS
+from dataflex_rl.benchmarks.paths import benchmark_paths
 from dataflex_rl.formats import FORMATS
 from dataflex_rl.items import DOMAINS, item_metadata, wrong_type
 

@@ -1,0 +1,264 @@
+"""Time `snakemake -n --quiet` on the study against a bare Snakefile of the same shape (the goal: ≤ 1.25×).
+
+The bare Snakefile is generated from the study's own DAG: the same rules (names, so the profile's resources apply
+alike), output patterns, wildcard constraints, jobs and dependency edges, each rule only touching its outputs (input
+functions look a job's inputs up in a table). What the study costs beyond it is ours: parse-time imports, config
+validation, input functions, params, the summary, and the directives a bare rule lacks (script, conda, log).
+
+    python benchmarks/dry_run.py [--repeats 5] [--against REV] [--smoke]
+
+Each case is timed from scratch (nothing built) and on a finished tree (every output touched, oldest first: nothing to
+do), for the paper config under the Slurm profile and for the default config, each with `--quiet` (Snakemake's
+default quiet set: no progress, no rule list) and with `--quiet all` (nothing but errors). The sides run alternately
+in fresh processes; the script prints medians of wall-clock and of CPU seconds (the child's user + system time, which a
+shared machine inflates less) and each side's ratio to the bare file. With `--against`, the workflow as of git revision
+REV runs beside the working tree, and the script first checks that both plan the same jobs with the same inputs,
+outputs and params (it exits non-zero if not), and that every side finds nothing to do on the finished tree.
+`--smoke` times the default config once, to prove in seconds that the script runs.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import re
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CASES = {
+    "paper": ["--configfile", "config/paper.yaml", "--profile", "profiles/slurm"],
+    "default": [],
+}
+# What a study's working directory needs besides its outputs (config paths are relative to it).
+WORKDIR_ENTRIES = ("config", "profiles")
+
+
+def dump_jobs(snakemake_args: list[str], into: Path) -> None:
+    """Run the dry run in this process and write its DAG as JSON: each job's rule, wildcards, inputs, outputs and
+    params (their repr, which Snakemake's params rerun trigger compares), and each rule's patterns."""
+    from snakemake import cli
+    from snakemake.workflow import Workflow
+
+    build_dag = Workflow._build_dag
+
+    def build_and_dump(workflow: Workflow) -> None:
+        build_dag(workflow)
+        jobs = [{"rule": job.rule.name, "wildcards": dict(sorted(job.wildcards_dict.items())),
+                 "input": sorted(map(str, job.input)), "output": sorted(map(str, job.output)),
+                 "params": repr({name: job.params[name] for name in job.params.keys()})}
+                for job in workflow.dag.jobs]
+        rules = {rule.name: {"output": [str(o) for o in rule.output],
+                             "directories": [str(o) for o in rule.output if o.is_directory],
+                             "wildcard_constraints": rule.wildcard_constraints,
+                             "target": rule.name == workflow.default_target}
+                 for rule in workflow.rules}
+        into.write_text(json.dumps({"jobs": sorted(jobs, key=json.dumps), "rules": rules,
+                                    "wildcard_constraints": dict(workflow.wildcard_constraints)}, indent=1))
+
+    Workflow._build_dag = build_and_dump
+    cli.main(["-n", "--quiet", *snakemake_args])
+
+
+def planned(root: Path, snakemake_args: list[str], cwd: Path) -> dict:
+    """The DAG of the workflow under `root`, dry-run in `cwd`, as `dump_jobs` writes it."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        subprocess.run([sys.executable, str(Path(__file__).resolve()), "--dump", out.name, "--",
+                        "-s", str(root / "Snakefile"), *snakemake_args], cwd=cwd, env=_env(root), check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return json.loads(Path(out.name).read_text())
+
+
+def bare_snakefile(dag: dict) -> str:
+    """A Snakefile of the same shape as `dag` whose rules only touch (or make) their outputs."""
+    lines = ["import json", "", "INPUTS = json.loads(open(workflow.basedir + '/inputs.json').read())", "",
+             f"wildcard_constraints:\n" + "".join(f"    {k}={v!r},\n" for k, v in dag["wildcard_constraints"].items())]
+    rules = sorted(dag["rules"].items(), key=lambda item: not item[1]["target"])  # the default target first
+    for name, rule in rules:
+        jobs = [job for job in dag["jobs"] if job["rule"] == name]
+        if not jobs:
+            continue
+        make = " && ".join(f"mkdir -p {{output[{i}]}}" if out in rule["directories"] else f"touch {{output[{i}]}}"
+                           for i, out in enumerate(rule["output"]))
+        lines += [f"rule {name}:",
+                  f"    input: lambda wc: INPUTS[{name!r}][json.dumps(dict(sorted(wc.items())))]"]
+        if rule["output"]:
+            lines.append("    output: " + ", ".join(f"directory({o!r})" if o in rule["directories"] else repr(o)
+                                                   for o in rule["output"]))
+        if rule["wildcard_constraints"]:
+            lines.append("    wildcard_constraints: " + ", ".join(f"{k}={v!r}"
+                                                                 for k, v in rule["wildcard_constraints"].items()))
+        lines += [f"    shell: {make!r}" if make else "", ""]
+    return "\n".join(lines)
+
+
+def bare_inputs(dag: dict) -> dict:
+    inputs: dict[str, dict[str, list[str]]] = {}
+    for job in dag["jobs"]:
+        inputs.setdefault(job["rule"], {})[json.dumps(job["wildcards"])] = job["input"]
+    return inputs
+
+
+def write_bare(dag: dict, into: Path) -> Path:
+    into.mkdir(parents=True, exist_ok=True)
+    (into / "Snakefile").write_text(bare_snakefile(dag))
+    (into / "inputs.json").write_text(json.dumps(bare_inputs(dag)))
+    return into / "Snakefile"
+
+
+def finish_tree(dag: dict, workdir: Path) -> None:
+    """Touch every output of `dag` under `workdir`, each job's a second newer than its inputs': nothing to do."""
+    producer = {out: job for job in dag["jobs"] for out in job["output"]}
+    directories = {out for rule in dag["rules"].values() for out in rule["directories"]}
+    level: dict[int, int] = {}
+
+    def depth(job: dict) -> int:
+        key = id(job)
+        if key not in level:
+            level[key] = 1 + max((depth(producer[i]) for i in job["input"] if i in producer), default=0)
+        return level[key]
+
+    start = time.time()  # newer than the workflow's scripts too (Snakemake reruns a job whose script is newer)
+    for job in sorted(dag["jobs"], key=depth):
+        for out in job["output"]:
+            path = workdir / out
+            if out in directories or any(re.fullmatch(_pattern(d), out) for d in directories):
+                path.mkdir(parents=True, exist_ok=True)
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.touch()
+            os.utime(path, (start + depth(job), start + depth(job)))
+
+
+def _pattern(output_pattern: str) -> str:
+    """A regex of an output pattern's paths (its wildcards any text)."""
+    parts = re.split(r"\{[^}]*\}", output_pattern)
+    return "[^/]+".join(map(re.escape, parts))
+
+
+def _env(root: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(root)}
+
+
+def timed(command: list[str], cwd: Path, root: Path) -> tuple[float, float]:
+    """Wall-clock and CPU seconds (user + system, of the child) of one run."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run(command, cwd=cwd, env=_env(root), check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def extract_tree(revision: str, into: Path) -> Path:
+    """The repository as of git revision `revision`, extracted under `into`."""
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar", revision],
+                             check=True, capture_output=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+    return into
+
+
+def copy_working_tree(into: Path) -> Path:
+    """The working tree's files (tracked and untracked, not ignored) copied under `into`: on the same file system as
+    the revision it is timed against."""
+    files = subprocess.run(["git", "-C", str(REPO), "ls-files", "-co", "--exclude-standard", "-z"], check=True,
+                           capture_output=True, text=True).stdout.split("\0")
+    for name in (name for name in files if name and (REPO / name).is_file()):
+        target = into / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / name, target)
+    return into
+
+
+def workdir(base: Path, name: str) -> Path:
+    """A fresh working directory holding the config and profiles the study reads."""
+    path = base / name
+    path.mkdir()
+    for entry in WORKDIR_ENTRIES:
+        (path / entry).symlink_to(REPO / entry)
+    return path
+
+
+def compare_dags(label: str, before: dict, after: dict) -> bool:
+    old = {json.dumps(job, sort_keys=True) for job in before["jobs"]}
+    new = {json.dumps(job, sort_keys=True) for job in after["jobs"]}
+    print(f"{label}: {len(new)} jobs; {len(old - new)} only before, {len(new - old)} only after"
+          + ("" if old == new else f"; e.g. {sorted(old ^ new)[0][:300]}"))
+    return old == new
+
+
+def measure(case: str, repeats: int, sides: dict[str, Path], base: Path) -> bool:
+    """Time one config's dry runs (from scratch, then on a finished tree) of each side (a label and its repository
+    root, the working tree last); True if every side plans the same DAG."""
+    args = CASES[case]
+    scratch = workdir(base, f"{case}-scratch")
+    dags = {side: planned(root, args, scratch) for side, root in sides.items()}
+    same = all(compare_dags(f"{case} DAG, {side} vs working tree", dags[side], dags["working tree"])
+               for side in sides if side != "working tree")
+    bare = write_bare(dags["working tree"], base / f"{case}-bare")
+    finished = workdir(base, f"{case}-finished")
+    finish_tree(dags["working tree"], finished)
+    for side, root in sides.items():
+        plan = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(root / "Snakefile"), "-n", *args],
+                              cwd=finished, env=_env(root), capture_output=True, text=True, check=True)
+        if "Nothing to be done" not in plan.stdout + plan.stderr:
+            sys.exit(f"{side}: the finished tree of {case} is not finished:\n{plan.stdout[-2000:]}")
+    snakefiles = {**{side: root / "Snakefile" for side, root in sides.items()}, "bare": bare}
+    commands = {("from scratch", "--list-rules (parsing only)"): (scratch, ["--list-rules"])}
+    for tree, cwd in (("from scratch", scratch), ("finished tree", finished)):
+        for quiet in ([], ["all"]):
+            commands[tree, f"-n --quiet{' all' if quiet else ''}"] = (cwd, ["-n", "--quiet", *quiet])
+    for (tree, label), (cwd, flags) in commands.items():
+        times: dict[str, list[tuple[float, float]]] = {side: [] for side in snakefiles}
+        for _ in range(repeats):
+            for side, snakefile in snakefiles.items():
+                command = [sys.executable, "-m", "snakemake", "-s", str(snakefile), *flags, *args]
+                times[side].append(timed(command, cwd, sides.get(side, sides["working tree"])))
+        _report(f"{case}, {tree}: snakemake {label}", times)
+    return same
+
+
+def _report(label: str, times: dict[str, list[tuple[float, float]]]) -> None:
+    wall = {side: statistics.median(w for w, _ in runs) for side, runs in times.items()}
+    cpu = {side: statistics.median(c for _, c in runs) for side, runs in times.items()}
+    repeats = len(next(iter(times.values())))
+    print(f"{label} (median of {repeats}, alternating):")
+    for side in times:
+        ratio = "" if side == "bare" else f"  = {wall[side] / wall['bare']:.2f}× bare wall, " \
+                                          f"{cpu[side] / cpu['bare']:.2f}× bare CPU"
+        print(f"  {side:>14}: {wall[side]:6.2f} s wall, {cpu[side]:6.2f} s CPU{ratio}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--against", metavar="REV", help="also time the workflow as of git revision REV")
+    parser.add_argument("--case", action="append", choices=list(CASES), help="only this config (repeatable)")
+    parser.add_argument("--smoke", action="store_true", help="the default config once (proves the script runs)")
+    parser.add_argument("--dump", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("snakemake_args", nargs="*", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.dump:
+        dump_jobs(args.snakemake_args, args.dump)
+        return
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    with tempfile.TemporaryDirectory() as tmp:
+        sides = {args.against: extract_tree(args.against, Path(tmp) / "before")} if args.against else {}
+        sides["working tree"] = copy_working_tree(Path(tmp) / "after") if args.against else REPO
+        cases = ["default"] if args.smoke else args.case or list(CASES)
+        same = [measure(case, 1 if args.smoke else args.repeats, sides, Path(tmp)) for case in cases]
+    if not all(same):
+        sys.exit(f"the DAG differs from {args.against}'s")
+
+
+if __name__ == "__main__":
+    main()
