@@ -8,12 +8,13 @@ counts.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Mapping
 
 from dataflex_rl.tasks.prompting import render_item_prompt
 from dataflex_rl.tasks.token_caps import CappedText, answer_lengths, answer_token_cap, check_token_cap, token_cap
+
+if TYPE_CHECKING:  # the rules import this module while the DAG is built, which must not load pandas
+    import pandas as pd
 
 
 class BenchmarkFitError(ValueError):
