@@ -37,12 +37,13 @@ def build_base_model(job: Mapping[str, Any], settings: Mapping[str, Any], *, cor
         write_provenance(tmp / PROVENANCE, settings, [tmp], inputs={"corpus": plain_input(corpus)})
 
 
-def measure_base_solve_rates(job: Mapping[str, Any], *, base, corpus, out, threads: int = 1) -> None:
+def measure_base_solve_rates(job: Mapping[str, Any], *, base, corpus, out, threads: int = 1, gpus: int = 0) -> None:
     """The untrained base's solve rate per corpus prompt (`job["sampling"]`: K samples, temperature, answer length),
     written as a parquet of (id, solve_rate): the low_utility regime's input."""
     if base:
         verified_input(base, Path(base) / PROVENANCE)  # a damaged base is refused, naming the file
-    generator = get_backend(job["model"]["backend"]).open_generator(job["model"], model_dir=base, threads=threads)
+    generator = get_backend(job["model"]["backend"]).open_generator(job["model"], model_dir=base, threads=threads,
+                                                                    gpus=gpus)
     sampling = job["sampling"]
     rates = measure_solve_rates(generator, pd.read_parquet(corpus), job["template"], samples=sampling["rollouts"],
                                 temperature=sampling["temperature"], max_new_tokens=sampling["max_new_tokens"])

@@ -33,6 +33,8 @@ rule solve_rates:
     conda:
         backend_env
     threads: STUDY.threads
+    resources:
+        **backend_resources("solve_rates"),
     params:
         settings=lambda wc: STUDY.solve_rates_slice(wc.model),
         job=lambda wc: STUDY.solve_rates_job(wc.model),

@@ -137,7 +137,8 @@ def test_the_verl_jobs_resources_fit_the_paper_recipe_and_embedded_asks_for_none
     assert verl.job_resources("train")["gpu"] == 8  # the released recipe's GPUs
     # the recipe's responses per step divide over them (verl refuses otherwise)
     assert recipe["prompts_per_step"] * recipe["rollouts"] % verl.job_resources("train")["gpu"] == 0
-    assert verl.job_resources("score")["gpu"] == 1 and "gpu" not in verl.job_resources("merge")
+    assert verl.job_resources("score")["gpu"] == verl.job_resources("solve_rates")["gpu"] == 1
+    assert "gpu" not in verl.job_resources("merge")
     assert verl.job_resources("corpus") == {}
     assert all(embedded.job_resources(rule) == {} for rule in ("train", "merge", "score"))
 

@@ -8,4 +8,5 @@ with job_log(snakemake.log[0]):
         corpus=snakemake.input.corpus,
         out=snakemake.output[0],
         threads=snakemake.threads,
+        gpus=snakemake.resources.get("gpu", 0),
     )

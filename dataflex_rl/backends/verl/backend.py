@@ -26,6 +26,8 @@ JOB_RESOURCES = {
     "train": {"gpu": 8, "cpus_per_task": 40, "mem_mb": 320000, "runtime": 2880},
     "merge": {"cpus_per_task": 8, "mem_mb": 128000, "runtime": 60},
     "score": {"gpu": 1, "cpus_per_task": 8, "mem_mb": 64000, "runtime": 120},
+    # the low_utility regime's solve rates: the untrained base samples K answers per corpus prompt in vLLM
+    "solve_rates": {"gpu": 1, "cpus_per_task": 8, "mem_mb": 64000, "runtime": 240},
 }
 
 
