@@ -107,6 +107,11 @@ class ModelSpec:
     def builds_base_model(self) -> bool:
         return get_backend(self.backend).builds_base_model
 
+    @property
+    def merges_checkpoint(self) -> bool:
+        """Whether its trained runs are merged into a Hugging Face directory before scoring (the merge rule; verl)."""
+        return get_backend(self.backend).merges_checkpoint
+
 
 @dataclass(frozen=True)
 class Run:
@@ -488,9 +493,13 @@ class Study:
             artefacts.append({"kind": "base model", "files": [directory],
                               "provenance": f"{directory}/{layout.PROVENANCE}", "settings": self.base_slice(model)})
         elif run != UNTRAINED:
+            settings = self.train_slice(self.run(model, run))
             artefacts.append({"kind": "training", "files": [layout.run_model(model, run), layout.metrics(model, run)],
-                              "provenance": layout.train_provenance(model, run),
-                              "settings": self.train_slice(self.run(model, run))})
+                              "provenance": layout.train_provenance(model, run), "settings": settings})
+            if self.models[model].merges_checkpoint:
+                merged = layout.merged_model(model, run)
+                artefacts.append({"kind": "merged model", "files": [merged],
+                                  "provenance": f"{merged}/{layout.PROVENANCE}", "settings": settings})
         artefacts += [{"kind": f"score:{b}", "benchmark": b, "files": [layout.score(model, run, b)],
                        "provenance": layout.score_provenance(model, run, b),
                        "settings": self.score_slice(model, run, b)} for b in benchmarks]

@@ -57,17 +57,12 @@ def score_files():
     return [layout.score(m, r, b) for m, r in STUDY.scored_runs() for b in BENCHMARKS]
 
 
-def merges_checkpoint(model):
-    """Whether a model's trained runs are merged into a Hugging Face directory before scoring (the merge rule; verl)."""
-    return get_backend(STUDY.models[model].backend).merges_checkpoint
-
-
 def run_outputs():
     return [
         path(run.model, run.name)
         for run in RUNS
         for path in (layout.run_model, layout.metrics, layout.train_provenance)
-    ] + [layout.merged_model(run.model, run.name) for run in RUNS if merges_checkpoint(run.model)]
+    ] + [layout.merged_model(run.model, run.name) for run in RUNS if STUDY.models[run.model].merges_checkpoint]
 
 
 def backend_resources(rule):
@@ -164,7 +159,7 @@ def scored_model(wildcards):
     """The model directory a run is scored with: a trained run's final model (its merged Hugging Face directory where
     the backend merges), or the base the backend built (none for a backend that loads the untrained model from its
     `path`)."""
-    if wildcards.run != layout.UNTRAINED and merges_checkpoint(wildcards.model):
+    if wildcards.run != layout.UNTRAINED and STUDY.models[wildcards.model].merges_checkpoint:
         return layout.merged_model(wildcards.model, wildcards.run)
     if wildcards.run != layout.UNTRAINED or STUDY.models[wildcards.model].builds_base_model:
         return layout.scored_model(wildcards.model, wildcards.run)
@@ -177,7 +172,7 @@ def trained_run_record(wildcards):
 
 
 def scored_model_provenance(wildcards):
-    if wildcards.run != layout.UNTRAINED and merges_checkpoint(wildcards.model):
+    if wildcards.run != layout.UNTRAINED and STUDY.models[wildcards.model].merges_checkpoint:
         return f"{layout.merged_model(wildcards.model, wildcards.run)}/{layout.PROVENANCE}"
     return layout.scored_model_provenance(wildcards.model, wildcards.run) if scored_model(wildcards) else None
 
