@@ -67,11 +67,11 @@ def train_run(job: Mapping[str, Any], settings: Mapping[str, Any], *, base, corp
         print(f"training state {state.name} (this configuration); kept, not used: {', '.join(others)}",
               file=sys.stderr)
     training = GRPOSettings(**job["training"], checkpoint_every=checkpoint_every)
-    get_backend(job["model"]["backend"]).train(
+    runtime = get_backend(job["model"]["backend"]).train(
         job["model"], base=base, corpus=corpus, method=MethodSpec(**job["method"]), seed=job["seed"],
         training=training, template=job["template"], out_model=out_model, out_metrics=out_metrics,
         state_dir=state, threads=threads, prompt_cap=prompt_cap, target_domain=job.get("target_domain"), gpus=gpus)
-    write_provenance(out_provenance, settings, [out_model, out_metrics], inputs)
+    write_provenance(out_provenance, settings, [out_model, out_metrics], inputs, runtime)
 
 
 def score_run(job: Mapping[str, Any], settings: Sequence[Mapping[str, Any]], *, model_dir, model_provenance,

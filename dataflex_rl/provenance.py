@@ -74,8 +74,11 @@ def artefact_digest(path: str | os.PathLike, known: Mapping[Path, str] | None = 
 
 
 def write_provenance(record_path: str | os.PathLike, settings: Mapping[str, Any], outputs: Iterable[str | os.PathLike],
-                     inputs: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
-    """Write the provenance record of finished `outputs` (files or directories) atomically; returns it."""
+                     inputs: Mapping[str, Mapping[str, str]] | None = None,
+                     runtime: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Write the provenance record of finished `outputs` (files or directories) atomically; returns it. `runtime`:
+    what the job ran with that its settings do not fix (verl: the attention kernel it found), recorded beside them,
+    outside the fingerprint; absent when empty."""
     folder = Path(record_path).parent
     files = [file for output in outputs for file in _artefact_files(Path(output))]
     record = {
@@ -84,6 +87,8 @@ def write_provenance(record_path: str | os.PathLike, settings: Mapping[str, Any]
         "inputs": {role: dict(entry) for role, entry in (inputs or {}).items()},
         "outputs": {os.path.relpath(file, folder): file_digest(file) for file in files},
     }
+    if runtime:
+        record["runtime"] = dict(runtime)
     write_json(record_path, record)
     return record
 

@@ -35,6 +35,19 @@ def test_fingerprint_is_sha256_of_the_canonical_json():
     assert fingerprint(dict(reversed(list(settings.items())))) == fingerprint(settings)
 
 
+def test_runtime_facts_sit_beside_the_settings_outside_the_fingerprint(tmp_path):
+    """What a job ran with that its settings do not fix (a verl run's attention kernel) is recorded, changes no
+    fingerprint, and leaves a record without it as it was."""
+    (tmp_path / "metrics.parquet").write_bytes(b"m")
+    plain = write_provenance(tmp_path / "plain.json", {"seed": 1}, [tmp_path / "metrics.parquet"], runtime={})
+    assert "runtime" not in plain
+    record = write_provenance(tmp_path / "provenance.json", {"seed": 1}, [tmp_path / "metrics.parquet"],
+                              runtime={"attention": "sdpa"})
+    assert read_provenance(tmp_path / "provenance.json")["runtime"] == {"attention": "sdpa"}
+    assert record["fingerprint"] == plain["fingerprint"] == fingerprint({"seed": 1})
+    assert {k: v for k, v in record.items() if k != "runtime"} == plain
+
+
 def test_a_record_lists_each_output_file_and_a_damaged_one_is_named(tmp_path):
     weights, metrics = tmp_path / "weights.pt", tmp_path / "metrics.parquet"
     weights.write_bytes(b"w" * 1000)

@@ -1,6 +1,7 @@
 """The verl backend's data side, without a GPU: the corpus in verl's parquet schema, the reward function verl calls,
 and a train job up to the `main_ppo` subprocess (its files, its refusal on failure, verl's metrics turned into ours,
 the final checkpoint handed on)."""
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -183,9 +184,10 @@ def test_a_finished_run_writes_its_inputs_metrics_and_final_model_without_relaun
     (actor / "huggingface" / "config.json").write_text("{}")
     _log_verl_metrics(state / "verl_metrics.attempt1.jsonl", {s: _verl_step(s, 1) for s in (1, 2, 3)})
 
-    train_verl_run("Qwen/Qwen2.5-7B", corpus=tmp_path / "corpus.parquet", method=METHOD, seed=7, training=SETTINGS,
-                   template=PAPER_TEMPLATE, out_model=tmp_path / "final", out_metrics=tmp_path / "metrics.parquet",
-                   state_dir=state, gpus=1, cpus=2)
+    runtime = train_verl_run("Qwen/Qwen2.5-7B", corpus=tmp_path / "corpus.parquet", method=METHOD, seed=7,
+                             training=SETTINGS, template=PAPER_TEMPLATE, out_model=tmp_path / "final",
+                             out_metrics=tmp_path / "metrics.parquet", state_dir=state, gpus=1, cpus=2)
+    assert runtime == {"attention": "flash_attention_2" if importlib.util.find_spec("flash_attn") else "sdpa"}
     assert len(pd.read_parquet(state / "train.parquet")) == 12
     assert VerlRunJob.read(state / "job.json") == VerlRunJob(METHOD, 7, str(state / "train.parquet"), 5)
     final = tmp_path / "final"

@@ -71,9 +71,11 @@ class Backend(Protocol):
 
     def train(self, model: Mapping[str, Any], *, base, corpus, method, seed: int, training: GRPOSettings,
               template: str, out_model, out_metrics, state_dir, threads: int,
-              prompt_cap: Mapping[str, Any] | None = None, target_domain: str | None = None, gpus: int = 0) -> None:
+              prompt_cap: Mapping[str, Any] | None = None, target_domain: str | None = None,
+              gpus: int = 0) -> dict[str, Any]:
         """Train one run from `base` (None: the backend loads `path`); write the final model directory (Hugging Face
-        layout) and the per-step metrics. Before the first step the corpus must fit the run
+        layout) and the per-step metrics; return what the run ran with that its settings do not fix, for the `runtime`
+        of its provenance record ({} for nothing; verl: the attention kernel). Before the first step the corpus must fit the run
         (dataflex_rl.tasks.training_fit: one step's prompts, each within `prompt_cap`). `target_domain`: where a prompt
         selection draws its validation prompts (the unbalanced regime's evaluation domain; None: any). `gpus`: the train
         job's `gpu` resource (0 where it has none)."""

@@ -125,11 +125,12 @@ class EmbeddedBackend:
 
     def train(self, model: Mapping[str, Any], *, base, corpus, method, seed: int, training: GRPOSettings,
               template: str, out_model, out_metrics, state_dir, threads: int, prompt_cap=None,
-              target_domain: str | None = None, gpus: int = 0) -> None:
+              target_domain: str | None = None, gpus: int = 0) -> dict[str, Any]:
         from dataflex_rl.backends.embedded.trainer import train_run
 
         train_run(base, corpus, method, seed, training, template, out_model, out_metrics, state_dir, threads=threads,
                   prompt_cap=prompt_cap, target_domain=target_domain)
+        return {}  # everything a run depends on is in its settings
 
     def open_generator(self, model: Mapping[str, Any], *, model_dir, threads: int, gpus: int = 0):
         from dataflex_rl.backends.embedded.generation import EmbeddedGenerator

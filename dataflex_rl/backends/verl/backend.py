@@ -124,7 +124,7 @@ class VerlBackend:
 
     def train(self, model: Mapping[str, Any], *, base, corpus, method: MethodSpec, seed: int, training: GRPOSettings,
               template: str, out_model, out_metrics, state_dir, threads: int, prompt_cap=None,
-              target_domain: str | None = None, gpus: int = 0) -> None:
+              target_domain: str | None = None, gpus: int = 0) -> dict[str, Any]:
         """One run, resumed from the checkpoints in `state_dir`; `base` is None (verl loads `path`), `gpus` the train
         job's `gpu` resource and `threads` its CPUs."""
         from dataflex_rl.backends.verl.launch import train_verl_run
@@ -132,7 +132,7 @@ class VerlBackend:
         if gpus < 1:
             raise ValueError(f"the verl train job of {method.name} seed {seed} has gpus={gpus}: verl trains on GPUs "
                              f"— give the train rule a `gpu` resource (the slurm profile's set-resources train:gpu)")
-        train_verl_run(model["path"], corpus=corpus, method=method, seed=seed, training=training, template=template,
+        return train_verl_run(model["path"], corpus=corpus, method=method, seed=seed, training=training, template=template,
                        out_model=out_model, out_metrics=out_metrics, state_dir=Path(state_dir), gpus=gpus,
                        cpus=threads, prompt_cap=prompt_cap, target_domain=target_domain)
 

@@ -137,10 +137,10 @@ def write_metrics(state_dir: Path, out_metrics, last_step: int, method: str, see
 
 def train_verl_run(model_path: str, *, corpus, method: MethodSpec, seed: int, training: GRPOSettings, template: str,
                    out_model, out_metrics, state_dir: Path, gpus: int, cpus: int, prompt_cap=None,
-                   target_domain: str | None = None) -> None:
+                   target_domain: str | None = None) -> dict[str, str]:
     """Train one run to `training.steps` (skipping verl when its final checkpoint is already in `state_dir`), then
     write the metrics and the final actor folder (`out_model`, FSDP shards plus `huggingface/`: the merge job's
-    input)."""
+    input). Returns the run's runtime facts: the attention kernel (flash-attn or sdpa, whichever was importable)."""
     state_dir.mkdir(parents=True, exist_ok=True)
     files = RunFiles.in_state(state_dir)
     check_prompts_per_step(write_verl_corpus(corpus, files.train_file, template), training.prompts_per_step,
@@ -154,3 +154,4 @@ def train_verl_run(model_path: str, *, corpus, method: MethodSpec, seed: int, tr
                                experiment=f"{method.name}-seed{seed}"), state_dir)
     write_metrics(state_dir, out_metrics, training.steps, method.name, seed, attention)
     keep_final_model(final, Path(out_model))
+    return {"attention": attention}
