@@ -31,7 +31,8 @@ from dry_run import REPO, _env, copy_working_tree, timed
 SCRIPTS = REPO / "workflow_scripts"
 HEAVY = ("torch", "transformers", "pandas", "scipy", "matplotlib", "reasoning_gym")
 REFERENCES = {"(bare interpreter)": "pass", "(Snakemake's script preamble)": "import snakemake.script"}
-IMPORT_LINE = re.compile(r"^import time:\s+\d+ \|\s+(\d+) \| (\S.*)$")  # a top-level entry: one space before its name
+# one module of `-X importtime`: cumulative microseconds, the indent (one space for a top-level import), the name
+IMPORT_LINE = re.compile(r"^import time:\s+\d+ \|\s+(\d+) \|( +)(\S+)$")
 
 
 def workflow_imports(script: Path) -> str:
@@ -77,15 +78,17 @@ def job_times(workdir: Path) -> dict[str, list[float]]:
     return per_rule
 
 
-def job_imports(workdir: Path, kept: Path) -> tuple[float, float]:
-    """Wall-clock seconds of a kept job script run again, and the seconds `-X importtime` counts in its top-level
-    imports (every import the job makes, lazy ones included, each counted once with what it pulls in)."""
+def job_imports(workdir: Path, kept: Path) -> tuple[float, float, list[str]]:
+    """Wall-clock seconds of a kept job script run again, the seconds `-X importtime` counts in its top-level
+    imports (every import the job makes, lazy ones included, each counted once with what it pulls in), and the heavy
+    packages among them."""
     start = time.perf_counter()
     result = subprocess.run([sys.executable, "-X", "importtime", str(kept)], cwd=workdir, env=_env(workdir),
                             capture_output=True, text=True, check=True)
     wall = time.perf_counter() - start
-    microseconds = sum(int(match[1]) for line in result.stderr.splitlines() if (match := IMPORT_LINE.match(line)))
-    return wall, microseconds / 1e6
+    imports = [match for line in result.stderr.splitlines() if (match := IMPORT_LINE.match(line))]
+    top_level = sum(int(match[1]) for match in imports if match[2] == " ") / 1e6
+    return wall, top_level, [name for name in HEAVY if name in {match[3] for match in imports}]
 
 
 def report_study(configfile: str) -> None:
@@ -99,11 +102,11 @@ def report_study(configfile: str) -> None:
               f"{sum(map(len, per_rule.values()))} jobs")
         kept = {path.name.split(".")[-2]: path for path in sorted((workdir / ".snakemake/scripts").glob("*.py"))}
         print(f"{'rule':18s} {'jobs':>4s} {'median job s':>12s} {'sum s':>7s} {'one job again s':>15s} "
-              f"{'its imports s':>13s}")
+              f"{'its imports s':>13s}  heavy packages it imported")
         for rule, seconds in sorted(per_rule.items(), key=lambda item: -sum(item[1])):
-            again, imports = job_imports(workdir, kept[rule])
+            again, imports, heavy = job_imports(workdir, kept[rule])
             print(f"{rule:18s} {len(seconds):4d} {statistics.median(seconds):12.2f} {sum(seconds):7.1f} "
-                  f"{again:15.2f} {imports:13.2f}")
+                  f"{again:15.2f} {imports:13.2f}  {' '.join(heavy) or '-'}")
 
 
 def main() -> None:
