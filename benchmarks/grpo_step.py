@@ -1,16 +1,17 @@
 """The embedded GRPO step against TRL's GRPOTrainer: same model, tokenizer, prompts, K, completion length, threads.
 
-    python benchmarks/grpo_step.py --trl-python .venv-trl/bin/python            # 3 alternating rounds of 10 steps
-    python benchmarks/grpo_step.py --trl-python .venv-trl/bin/python --smoke    # 1 round of 1 step: proves it runs
+    python benchmarks/grpo_step.py --trl-python ~/venv-trl/bin/python            # 3 alternating rounds of 10 steps
+    python benchmarks/grpo_step.py --trl-python ~/venv-trl/bin/python --smoke    # 1 round of 1 step: proves it runs
+    python benchmarks/grpo_step.py --trl-python ~/venv-trl/bin/python --against REV  # also the embedded step of REV
 
 TRL is not a dependency of the package. Its side runs in a separate environment that has the project's own packages
 and `pip install trl` on top (1.16 needs transformers >= 4.56.2; this project's transformers satisfies it, so TRL runs
 on the very torch and transformers builds the embedded side uses):
 
-    python -m venv .venv-trl
+    python -m venv ~/venv-trl    # with the Python that .venv was made with
     echo "$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \\
-        > "$(.venv-trl/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/project.pth"
-    .venv-trl/bin/pip install trl
+        > "$(~/venv-trl/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/project.pth"
+    ~/venv-trl/bin/pip install trl
 
 One model of the default study's shape (config/config.yaml) is built with a tokenizer trained on a corpus of its
 sources; both sides train that model on that corpus's prompts rendered with the study's template: 12 prompts × K = 5
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -37,6 +39,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import yaml
+
+from tables_from_records import extract_package
 
 REPO = Path(__file__).resolve().parents[1]
 STAGES = ("generation", "rewards", "reference forward", "policy forward", "backward", "optimiser", "policy")
@@ -95,9 +99,10 @@ class Split:
         return taken
 
 
-def _ours(root: Path, steps: int) -> tuple[list[float], list[dict]]:
+def _ours(root: Path, steps: int, timed_stages: bool = True) -> tuple[list[float], list[dict]]:
+    """`timed_stages`: wrap the working tree's stage functions (False for a revision timed with --against, whose
+    functions may differ: its split reads all zero and only its step and peak count)."""
     import pandas as pd
-    import torch
 
     from dataflex_rl.backends.embedded import trainer as module
 
@@ -106,14 +111,8 @@ def _ours(root: Path, steps: int) -> tuple[list[float], list[dict]]:
                                          study.methods["baseline"], seed=1,
                                          settings=replace(study.training, steps=steps), template=study.template)
     split = Split()
-    split.wrap(module, "decode", "generation")
-    split.wrap(module, "rollout_rewards", "rewards")
-    split.wrap(module, "response_logprobs",
-               lambda model, *a, **k: "reference forward" if model is trainer.reference else "policy forward")
-    split.wrap(torch.Tensor, "backward", "backward")
-    split.wrap(trainer.optimiser, "step", "optimiser")
-    for call in ("draw", "weigh", "observe", "metrics"):
-        split.wrap(trainer.policy, call, "policy")
+    if timed_stages:
+        _wrap_stages(split, module, trainer)
     seconds, splits = [], []
     for _ in range(steps):
         started = time.perf_counter()
@@ -121,6 +120,20 @@ def _ours(root: Path, steps: int) -> tuple[list[float], list[dict]]:
         seconds.append(time.perf_counter() - started)
         splits.append(split.take())
     return seconds, splits
+
+
+def _wrap_stages(split: Split, module, trainer) -> None:
+    import torch
+
+    split.wrap(module, "prefill", "policy forward")  # the policy's prompts, which the rollouts continue from too
+    split.wrap(module, "decode_from", "generation")
+    split.wrap(module, "rollout_rewards", "rewards")
+    split.wrap(module, "continuation_logprobs", "policy forward")
+    split.wrap(module, "response_logprobs", "reference forward")
+    split.wrap(torch.Tensor, "backward", "backward")
+    split.wrap(trainer.optimiser, "step", "optimiser")
+    for call in ("draw", "weigh", "observe", "metrics"):
+        split.wrap(trainer.policy, call, "policy")
 
 
 def _trl(root: Path, steps: int) -> tuple[list[float], list[dict]]:
@@ -184,16 +197,21 @@ def _child(side: str, root: Path, warmup: int, steps: int, threads: int) -> dict
     import torch
 
     torch.set_num_threads(threads)
-    seconds, splits = (_ours if side == "ours" else _trl)(root, warmup + steps)
+    if side == "trl":
+        seconds, splits = _trl(root, warmup + steps)
+    else:
+        seconds, splits = _ours(root, warmup + steps, timed_stages=side == "ours")
     timed = splits[warmup:]
     split = {stage: statistics.median(s[stage] for s in timed) for stage in STAGES}
     return {"step": statistics.median(seconds[warmup:]), "split": split, "peak_mb": _peak_mb()}
 
 
-def _run(python: str, side: str, root: Path, args) -> dict:
+def _run(python: str, side: str, root: Path, args, package_root: Path = REPO) -> dict:
+    """One side's measurement in a fresh process, with `package_root`'s dataflex_rl."""
     command = [python, __file__, "--child", side, "--root", str(root), "--warmup", str(args.warmup),
                "--steps", str(args.steps), "--threads", str(args.threads)]
-    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
+    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO,
+                            env=dict(os.environ, PYTHONPATH=str(package_root)))
     if result.returncode:
         raise RuntimeError(f"{side} failed:\n{result.stderr[-4000:]}")
     return json.loads(result.stdout.splitlines()[-1])
@@ -207,7 +225,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps per process before them")
     parser.add_argument("--threads", type=int, default=1, help="torch threads on both sides (a job's default: 1)")
     parser.add_argument("--smoke", action="store_true", help="1 round of 1 warm-up and 1 timed step")
-    parser.add_argument("--child", choices=("ours", "trl"), help=argparse.SUPPRESS)
+    parser.add_argument("--against", metavar="REV", help="also time the embedded step as of git revision REV")
+    parser.add_argument("--child", choices=("ours", "revision", "trl"), help=argparse.SUPPRESS)
     parser.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -217,13 +236,15 @@ def main() -> None:
         parser.error("--trl-python is required: the python of an environment with trl installed (see the docstring)")
     if args.smoke:
         args.rounds, args.steps, args.warmup = 1, 1, 1
-    pythons = {"ours": sys.executable, "trl": args.trl_python}
-    results: dict[str, list[dict]] = {"ours": [], "trl": []}
+    pythons = {"ours": sys.executable, "revision": sys.executable, "trl": args.trl_python}
+    sides = ("ours", "trl", "revision") if args.against else ("ours", "trl")
+    results: dict[str, list[dict]] = {side: [] for side in sides}
     with tempfile.TemporaryDirectory() as tmp:
         _build(Path(tmp))
+        roots = {"revision": extract_package(args.against, Path(tmp) / "revision")} if args.against else {}
         for round_ in range(args.rounds):
-            for side in ("ours", "trl") if round_ % 2 == 0 else ("trl", "ours"):
-                result = _run(pythons[side], side, Path(tmp), args)
+            for side in sides if round_ % 2 == 0 else sides[::-1]:
+                result = _run(pythons[side], side, Path(tmp), args, roots.get(side, REPO))
                 results[side].append(result)
                 print(f"round {round_ + 1} {side}: {result['step'] * 1000:.0f} ms/step, peak {result['peak_mb']:.0f} "
                       f"MB", flush=True)
@@ -237,6 +258,10 @@ def main() -> None:
               f"peak RSS {median[side]['peak_mb']:.0f} MB")
     print(f"embedded/TRL steps/s = {median['trl']['step'] / median['ours']['step']:.2f}; "
           f"peak RSS embedded/TRL = {median['ours']['peak_mb'] / median['trl']['peak_mb']:.2f}")
+    if args.against:
+        print(f"embedded as of {args.against}: {1 / median['revision']['step']:.2f} steps/s "
+              f"({median['revision']['step'] * 1000:.0f} ms/step), peak RSS {median['revision']['peak_mb']:.0f} MB; "
+              f"working tree/{args.against} steps/s = {median['revision']['step'] / median['ours']['step']:.2f}")
     print("\n| stage (ms, median step) | embedded | TRL |\n|---|---|---|")
     for stage in (*STAGES, "other"):
         cells = []
