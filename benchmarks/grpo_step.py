@@ -40,6 +40,7 @@ from pathlib import Path
 
 import yaml
 
+from embedded_memory import peak_mb
 from tables_from_records import extract_package
 
 REPO = Path(__file__).resolve().parents[1]
@@ -50,13 +51,6 @@ def _study():
     from dataflex_rl.study import Study
 
     return Study.from_config(yaml.safe_load((REPO / "config" / "config.yaml").read_text()))
-
-
-def _peak_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmHWM in /proc/self/status")
 
 
 def _build(root: Path) -> None:
@@ -72,6 +66,16 @@ def _build(root: Path) -> None:
     shape = ModelShape(**study.models[next(iter(study.models))].settings["shape"])
     tokenizer = train_tokenizer(corpus["prompt"].tolist() + corpus["answer"].tolist(), shape.vocab_size)
     save_model(build_model(shape, tokenizer, seed=0), tokenizer, root / "model")
+
+
+def _clocks() -> tuple[float, float]:
+    return time.perf_counter(), time.process_time()
+
+
+def _since(started: tuple[float, float]) -> tuple[float, float]:
+    """(wall-clock, CPU) seconds since `started`: the CPU time of the process is the steadier figure on a shared
+    machine (one torch thread: it is the step's work, less what other jobs' load adds to the wall clock)."""
+    return tuple(now - then for now, then in zip(_clocks(), started))
 
 
 class Split:
@@ -115,9 +119,9 @@ def _ours(root: Path, steps: int, timed_stages: bool = True) -> tuple[list[float
         _wrap_stages(split, module, trainer)
     seconds, splits = [], []
     for _ in range(steps):
-        started = time.perf_counter()
+        started = _clocks()
         trainer.train_step()
-        seconds.append(time.perf_counter() - started)
+        seconds.append(_since(started))
         splits.append(split.take())
     return seconds, splits
 
@@ -161,7 +165,7 @@ def _trl(root: Path, steps: int) -> tuple[list[float], list[dict]]:
 
     class Timer(TrainerCallback):
         def on_step_begin(self, *_, **__):
-            self.started = time.perf_counter()
+            self.started = _clocks()
 
         def on_pre_optimizer_step(self, *_, **__):
             self.optimiser = time.perf_counter()
@@ -170,7 +174,7 @@ def _trl(root: Path, steps: int) -> tuple[list[float], list[dict]]:
             split.current["optimiser"] += time.perf_counter() - self.optimiser
 
         def on_step_end(self, *_, **__):
-            seconds.append(time.perf_counter() - self.started)
+            seconds.append(_since(self.started))
             splits.append(split.take())
 
     with tempfile.TemporaryDirectory() as out:
@@ -195,15 +199,20 @@ def _trl(root: Path, steps: int) -> tuple[list[float], list[dict]]:
 
 def _child(side: str, root: Path, warmup: int, steps: int, threads: int) -> dict:
     import torch
+    import transformers
 
     torch.set_num_threads(threads)
     if side == "trl":
         seconds, splits = _trl(root, warmup + steps)
     else:
         seconds, splits = _ours(root, warmup + steps, timed_stages=side == "ours")
+    for (wall, _), split in zip(seconds, splits):
+        split["other"] = wall - sum(split.values())
     timed = splits[warmup:]
-    split = {stage: statistics.median(s[stage] for s in timed) for stage in STAGES}
-    return {"step": statistics.median(seconds[warmup:]), "split": split, "peak_mb": _peak_mb()}
+    return {"step": statistics.median(wall for wall, _ in seconds[warmup:]), "peak_mb": peak_mb(),
+            "cpu": statistics.median(cpu for _, cpu in seconds[warmup:]),
+            "split": {stage: statistics.median(s[stage] for s in timed) for stage in (*STAGES, "other")},
+            "transformers": transformers.__version__}
 
 
 def _run(python: str, side: str, root: Path, args, package_root: Path = REPO) -> dict:
@@ -246,29 +255,27 @@ def main() -> None:
             for side in sides if round_ % 2 == 0 else sides[::-1]:
                 result = _run(pythons[side], side, Path(tmp), args, roots.get(side, REPO))
                 results[side].append(result)
-                print(f"round {round_ + 1} {side}: {result['step'] * 1000:.0f} ms/step, peak {result['peak_mb']:.0f} "
-                      f"MB", flush=True)
+                print(f"round {round_ + 1} {side}: {result['step'] * 1000:.0f} ms/step ({result['cpu'] * 1000:.0f} "
+                      f"ms CPU), peak {result['peak_mb']:.0f} MB", flush=True)
     s = _study().training
     print(f"\n{s.prompts_per_step} prompts × K={s.rollouts}, ≤ {s.max_new_tokens} new tokens, {args.threads} "
           f"thread(s); medians of {args.rounds} alternating rounds of {args.steps} steps after {args.warmup} warm-up")
-    median = {side: {key: statistics.median(r[key] for r in rs) for key in ("step", "peak_mb")}
+    median = {side: {key: statistics.median(r[key] for r in rs) for key in ("step", "cpu", "peak_mb")}
               for side, rs in results.items()}
-    for side, name in (("ours", "embedded"), ("trl", "TRL GRPOTrainer")):
-        print(f"{name}: {1 / median[side]['step']:.2f} steps/s ({median[side]['step'] * 1000:.0f} ms/step), "
-              f"peak RSS {median[side]['peak_mb']:.0f} MB")
-    print(f"embedded/TRL steps/s = {median['trl']['step'] / median['ours']['step']:.2f}; "
-          f"peak RSS embedded/TRL = {median['ours']['peak_mb'] / median['trl']['peak_mb']:.2f}")
-    if args.against:
-        print(f"embedded as of {args.against}: {1 / median['revision']['step']:.2f} steps/s "
-              f"({median['revision']['step'] * 1000:.0f} ms/step), peak RSS {median['revision']['peak_mb']:.0f} MB; "
-              f"working tree/{args.against} steps/s = {median['revision']['step'] / median['ours']['step']:.2f}")
-    print("\n| stage (ms, median step) | embedded | TRL |\n|---|---|---|")
+    names = {"ours": "embedded", "trl": "TRL GRPOTrainer", "revision": f"embedded as of {args.against}"}
+    for side in sides:
+        m = median[side]
+        print(f"{names[side]} (transformers {results[side][0]['transformers']}): {1 / m['step']:.2f} steps/s "
+              f"({m['step'] * 1000:.0f} ms/step, {m['cpu'] * 1000:.0f} ms CPU), peak RSS {m['peak_mb']:.0f} MB")
+    for side in sides[1:]:
+        print(f"embedded/{names[side]}: steps/s × {median[side]['step'] / median['ours']['step']:.2f} (CPU per step "
+              f"× {median[side]['cpu'] / median['ours']['cpu']:.2f}); peak RSS × "
+              f"{median['ours']['peak_mb'] / median[side]['peak_mb']:.2f}")
+    print("\n| stage (ms, median over steps, then rounds) | embedded | TRL |\n|---|---|---|")
     for stage in (*STAGES, "other"):
         cells = []
         for side in ("ours", "trl"):
-            splits = [r["split"] for r in results[side]]
-            value = statistics.median((r["step"] - sum(sp.values())) if stage == "other" else sp[stage]
-                                      for r, sp in zip(results[side], splits))
+            value = statistics.median(r["split"][stage] for r in results[side])
             cells.append("—" if side == "trl" and stage == "policy" else f"{value * 1000:.1f}")
         print(f"| {stage} | {cells[0]} | {cells[1]} |")
 
