@@ -13,6 +13,10 @@ on the very torch and transformers builds the embedded side uses):
         > "$(~/venv-trl/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/project.pth"
     ~/venv-trl/bin/pip install trl
 
+(With `pip install trl transformers==5.24.0` instead, the same recipe makes a TRL environment on the newest transformers
+TRL supports, the embedded side staying on the project's.) The two sides draw their prompts from the same corpus with
+their own samplers, so a step's time varies with the longest prompt it drew; medians over many steps compare them.
+
 One model of the default study's shape (config/config.yaml) is built with a tokenizer trained on a corpus of its
 sources; both sides train that model on that corpus's prompts rendered with the study's template: 12 prompts × K = 5
 rollouts per step, ≤ 8 new tokens, temperature 1, learning rate, KL coefficient and clip of the default recipe, a
