@@ -22,7 +22,8 @@ import tempfile
 from pathlib import Path
 
 
-def _peak_mb() -> float:
+def peak_mb() -> float:
+    """This process's peak resident set so far (VmHWM), in MB."""
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
@@ -93,11 +94,11 @@ def _child(job: str, spec: dict) -> dict:
 
     torch.set_num_threads(1)
     if job == "baseline":
-        return {"peak_mb": _peak_mb()}
+        return {"peak_mb": peak_mb()}
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = _build(Path(tmp), spec["shape"])
         (_train if job == "train" else _score)(model_dir, spec)
-        return {"peak_mb": _peak_mb()}
+        return {"peak_mb": peak_mb()}
 
 
 # The shapes and batches of the calibration (and of tests/test_resource_fit.py): small enough to run in seconds.

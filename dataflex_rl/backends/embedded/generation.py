@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from dataflex_rl.backends.base import Answer
-from dataflex_rl.backends.embedded.sequences import positions_from_mask, prefill
+from dataflex_rl.backends.embedded.sequences import Prefix, positions_from_mask, prefill
 
 
 @dataclass(frozen=True)
@@ -35,8 +35,15 @@ def left_pad(sequences: list[list[int]], pad_id: int) -> tuple[torch.Tensor, tor
 def decode(model, prompts: list[list[int]], *, max_new_tokens: int, eos_id: int, pad_id: int, repeats: int = 1,
            generator: torch.Generator | None = None, temperature: float = 1.0) -> Generated:
     """`repeats` responses per prompt of up to `max_new_tokens`: sampled with `generator`, or greedy when it is None."""
-    prompt_ids, prompt_mask = left_pad(prompts, pad_id)
-    logits, cache, attention = prefill(model, prompt_ids, prompt_mask, repeats)
+    return decode_from(model, prefill(model, *left_pad(prompts, pad_id)), max_new_tokens=max_new_tokens,
+                       eos_id=eos_id, pad_id=pad_id, repeats=repeats, generator=generator, temperature=temperature)
+
+
+@torch.no_grad()
+def decode_from(model, prefix: Prefix, *, max_new_tokens: int, eos_id: int, pad_id: int, repeats: int = 1,
+                generator: torch.Generator | None = None, temperature: float = 1.0) -> Generated:
+    """`decode` continuing from prompts already run through `model` (`prefix`, left-padded with `pad_id`)."""
+    logits, cache, attention = prefix.repeated(repeats, detach=True)
     batch = attention.shape[0]
     next_position = positions_from_mask(attention)[:, -1] + 1
     finished = torch.zeros(batch, dtype=torch.bool)
@@ -59,7 +66,7 @@ def decode(model, prompts: list[list[int]], *, max_new_tokens: int, eos_id: int,
                        past_key_values=cache, use_cache=True).logits[:, -1, :]
         next_position = next_position + 1
     width = int(out_mask.sum(-1).max().clamp(min=1))
-    return Generated(prompt_ids, prompt_mask, out_ids[:, :width], out_mask[:, :width])
+    return Generated(prefix.prompt_ids, prefix.prompt_mask, out_ids[:, :width], out_mask[:, :width])
 
 
 def response_texts(tokenizer, generated: Generated) -> list[str]:

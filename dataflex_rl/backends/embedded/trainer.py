@@ -28,11 +28,12 @@ from dataflex_rl import grpo
 from dataflex_rl.faults import FaultPlan
 from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.atomic import atomic_directory, atomic_path, remove_partial_writes, write_parquet
-from dataflex_rl.backends.embedded.generation import decode, response_texts
+from dataflex_rl.backends.embedded.generation import decode_from, left_pad, response_texts
 from dataflex_rl.backends.embedded.model import load_model
 from dataflex_rl.backends.embedded.probe import EmbeddedProbe
 from dataflex_rl.backends.embedded.rewards import rollout_rewards
-from dataflex_rl.backends.embedded.sequences import encode_prompts, response_logprobs
+from dataflex_rl.backends.embedded.sequences import (continuation_logprobs, encode_prompts, prefill,
+                                                     response_logprobs)
 from dataflex_rl.policy_driver import PolicyDriver
 from dataflex_rl.prompt_selection.selector import RowLabels
 from dataflex_rl.regimes.low_utility import is_easy
@@ -129,9 +130,12 @@ class EmbeddedGRPOTrainer:
         rows = self.policy.draw(s.prompts_per_step, self.step, self.probe)
         items = [self.items[r] for r in rows]
         self.model.eval()
-        rollout = decode(self.model, [self.prompt_tokens[r] for r in rows], max_new_tokens=s.max_new_tokens,
-                         eos_id=self.tokenizer.eos_token_id, pad_id=self.tokenizer.pad_token_id, repeats=s.rollouts,
-                         generator=self.generator, temperature=s.temperature)
+        # The policy's prompts run once, with autograd: the rollouts are sampled from this prefix and the loss's
+        # forward continues from it.
+        prefix = prefill(self.model, *left_pad([self.prompt_tokens[r] for r in rows], self.tokenizer.pad_token_id))
+        rollout = decode_from(self.model, prefix, max_new_tokens=s.max_new_tokens, eos_id=self.tokenizer.eos_token_id,
+                              pad_id=self.tokenizer.pad_token_id, repeats=s.rollouts, generator=self.generator,
+                              temperature=s.temperature)
         rewards = rollout_rewards(response_texts(self.tokenizer, rollout), items, [self.noise_p[r] for r in rows],
                            s.rollouts, self.seed, self.step)
         groups, rollouts = rewards.shape
@@ -144,10 +148,11 @@ class EmbeddedGRPOTrainer:
             if not torch.isfinite(rewards).all():
                 raise FloatingPointError(f"{int((~torch.isfinite(rewards)).sum())} rewards are not finite")
             self.model.train()
-            tokens = (rollout.prompt_ids, rollout.prompt_mask, rollout.response_ids, rollout.response_mask)
-            logp = response_logprobs(self.model, *tokens, repeats=s.rollouts).view(shape)
+            responses = (rollout.response_ids, rollout.response_mask)
+            logp = continuation_logprobs(self.model, prefix, *responses, repeats=s.rollouts).view(shape)
             with torch.no_grad():
-                ref_logp = response_logprobs(self.reference, *tokens, repeats=s.rollouts).view(shape)
+                ref_logp = response_logprobs(self.reference, rollout.prompt_ids, rollout.prompt_mask, *responses,
+                                             repeats=s.rollouts).view(shape)
             old_logp = logp.detach()
             advantages = grpo.group_advantages(rewards)[..., None] * token_mask
             weighed = self.policy.weigh(rewards, token_mask, advantages, old_logp, [i["domain"] for i in items],
