@@ -264,9 +264,15 @@ def _flat(prefix: str, value: Any) -> dict[str, Any]:
     return {prefix: _canonical(value)}
 
 
+def row_checks(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """A `data_validation` section less its token caps (TOKEN_CAPS): the row checks a corpus or benchmark build
+    applies, and the only part of the section its params carry (a cap is a gate of the jobs that tokenize)."""
+    return {key: value for key, value in settings.items() if key not in TOKEN_CAPS}
+
+
 def _validation(section: str, settings: Mapping[str, Any]) -> dict[str, Any]:
-    """The flat slice entries of a `data_validation` section, less its token caps (TOKEN_CAPS)."""
-    return _flat(f"data_validation.{section}", {key: value for key, value in settings.items() if key not in TOKEN_CAPS})
+    """The flat slice entries of a `data_validation` section, less its token caps."""
+    return _flat(f"data_validation.{section}", row_checks(settings))
 
 
 def _memoised(method):

@@ -15,7 +15,7 @@ from dataflex_rl.policies.catalogue import CATALOGUE
 from dataflex_rl.plan import hub_benchmarks, matrix_summary, planned_jobs
 from dataflex_rl.package_versions import PROVENANCE_PACKAGES
 from dataflex_rl.report.outputs import figure_paths, table_paths
-from dataflex_rl.study import Study
+from dataflex_rl.study import Study, row_checks
 from dataflex_rl.tasks.token_caps import answer_token_cap
 from dataflex_rl.tasks.training_fit import TRAINING_ANSWERS, prompt_token_cap
 

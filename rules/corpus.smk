@@ -15,7 +15,7 @@ rule corpus:
         items_per_domain=STUDY.corpus.items_per_domain,
         seed=STUDY.corpus.seed,
         files=list(STUDY.corpus.files),
-        validation=STUDY.data_validation["corpus"],
+        validation=row_checks(STUDY.data_validation["corpus"]),
         quarantine=layout.CORPUS_QUARANTINE,
     script:
         "../workflow_scripts/corpus.py"
@@ -36,7 +36,7 @@ rule benchmark_items:
         path=lambda wc: STUDY.benchmarks.files.get(wc.benchmark),
         hub_fallback=STUDY.benchmarks.hub_fallback,
         seed=STUDY.benchmarks.seed,
-        validation=STUDY.data_validation["benchmarks"],
+        validation=row_checks(STUDY.data_validation["benchmarks"]),
         quarantine=lambda wc: layout.benchmark_quarantine(wc.benchmark),
     script:
         "../workflow_scripts/benchmark_items.py"
