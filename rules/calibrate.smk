@@ -12,7 +12,7 @@ rule calibrate:
 
 
 # The untrained base's own answers must be readable before anything is trained (dataflex_rl/verify/parse_gate.py):
-# its scores hold, per item, whether an answer was parsed.
+# its scores hold, per item, whether an answer was parsed. At a threshold of 0 it only reports (training_gates).
 rule parse_gate:
     input:
         lambda wc: [layout.score(wc.model, layout.UNTRAINED, b) for b in BENCHMARKS],

@@ -145,6 +145,14 @@ def pending_gates(paths):
     return [path for path in paths if not Path(path).exists()]
 
 
+def training_gates(wildcards):
+    """The gates a run's training still waits for: every benchmark's calibration, and its model's parse gate unless
+    `calibration.min_base_parse_rate` is 0 (no parse rate is below it, so that gate cannot stop anything and training
+    starts beside the untrained base's scoring instead of after it; the gate still runs and reports)."""
+    parse_gate = [layout.parse_gate(wildcards.model)] if STUDY.calibration.min_base_parse_rate > 0 else []
+    return pending_gates([layout.calibration(b) for b in BENCHMARKS] + parse_gate)
+
+
 def gate_outputs():
     return [layout.calibration(b) for b in BENCHMARKS] + [layout.parse_gate(m) for m in MODELS]
 

@@ -23,7 +23,7 @@ rule base_model:
 rule train:
     input:
         corpus=training_corpus,
-        gates=lambda wc: pending_gates([layout.calibration(b) for b in BENCHMARKS] + [layout.parse_gate(wc.model)]),
+        gates=training_gates,
         base=base_model_input,
         previous=previous_budget,
     output:

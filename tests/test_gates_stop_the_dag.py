@@ -89,3 +89,22 @@ def test_the_parse_gate_stands_between_the_base_model_and_training(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     report = yaml.safe_load((passing / "results/calibration/parse_gate/tiny-qwen2.json").read_text())
     assert report["failed"] == [] and report["benchmarks"]["unit_conversion"]["parse_rate"] == 0.5
+
+
+def test_a_parse_gate_that_cannot_fail_holds_no_training_back(tmp_path):
+    """At `min_base_parse_rate` 0 no parse rate is below the gate, so training does not wait for the untrained base's
+    scores (it runs beside them); any higher threshold puts the gate, and so the untrained scoring, before training.
+    The gate is planned either way: it is a target of the whole study."""
+    def planned_rules(config, *targets):
+        plan = subprocess.run([*SNAKEMAKE, "-n", "--cores", "1", "--configfile", str(config), "--directory",
+                               str(tmp_path / "plan"), *targets], capture_output=True, text=True)
+        assert plan.returncode == 0, plan.stderr[-2000:]
+        return {line.split()[-1].rstrip(":") for line in plan.stdout.splitlines() if line.startswith(("rule ",
+                                                                                                     "localrule "))}
+
+    report_only = _config(tmp_path, min_base_parse_rate=0.0)
+    assert {"train", "base_model"} <= planned_rules(report_only, FIRST_RUN_MODEL)
+    assert not {"parse_gate", "score"} & planned_rules(report_only, FIRST_RUN_MODEL)
+    assert {"parse_gate", "score", "train"} <= planned_rules(report_only)
+    assert {"parse_gate", "score", "train"} <= planned_rules(_config(tmp_path, min_base_parse_rate=0.01),
+                                                             FIRST_RUN_MODEL)
