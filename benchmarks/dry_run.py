@@ -2,8 +2,12 @@
 
 The bare Snakefile is generated from the study's own DAG: the same rules (names, so the profile's resources apply
 alike), output patterns, wildcard constraints, jobs and dependency edges, each rule only touching its outputs (input
-functions look a job's inputs up in a table). What the study costs beyond it is ours: parse-time imports, config
-validation, input functions, params, the summary, and the directives a bare rule lacks (script, conda, log).
+functions look a job's inputs up in a table). A third side, "bare + directives", is the same Snakefile with the study
+rules' directives: the same input and params items (each function a table look-up of its value per job, with the same
+signature), log and benchmark patterns, conda environment (a path, or a function where the study's is one), threads,
+resources and a `script:` (never run in a dry run). Its ratio to the bare file is what Snakemake's handling of those
+directives costs; the study's ratio to it is the cost of our own code (parse-time imports, config validation, the
+`Study`, what our functions compute, the summary).
 
     python benchmarks/dry_run.py [--repeats 5] [--against REV] [--smoke]
 
@@ -11,9 +15,11 @@ Each case is timed from scratch (nothing built) and on a finished tree (every ou
 do), for the paper config under the Slurm profile and for the default config, each with `--quiet` (Snakemake's
 default quiet set: no progress, no rule list) and with `--quiet all` (nothing but errors). The sides run alternately
 in fresh processes; the script prints medians of wall-clock and of CPU seconds (the child's user + system time, which a
-shared machine inflates less) and each side's ratio to the bare file. With `--against`, the workflow as of git revision
-REV runs beside the working tree, and the script first checks that both plan the same jobs with the same inputs,
-outputs and params (it exits non-zero if not), and that every side finds nothing to do on the finished tree.
+shared machine inflates less) and each side's ratio to the bare file (and each study side's to "bare + directives").
+The script first checks that "bare + directives" plans the study's jobs with the same inputs, outputs and params repr.
+With `--against`, the workflow as of git revision REV runs beside the working tree, and the script first checks that
+both plan the same jobs with the same inputs, outputs and params (it exits non-zero if not), and that every side finds
+nothing to do on the finished tree.
 `--smoke` times the default config once, to prove in seconds that the script runs.
 """
 from __future__ import annotations
@@ -38,6 +44,8 @@ CASES = {
     "paper": ["--configfile", "config/paper.yaml", "--profile", "profiles/slurm"],
     "default": [],
 }
+# The bare Snakefile's twin whose rules carry the study rules' directives (`directives_snakefile`).
+DIRECTIVES = "bare + directives"
 # What a study's working directory needs besides its outputs (config paths are relative to it).
 WORKDIR_ENTRIES = ("config", "profiles")
 
@@ -147,11 +155,13 @@ def _directives(workflow) -> dict:
     return directives
 
 
-def planned(root: Path, snakemake_args: list[str], cwd: Path) -> dict:
-    """The DAG of the workflow under `root`, dry-run in `cwd`, as `dump_jobs` writes it."""
+def planned(root: Path, snakemake_args: list[str], cwd: Path, snakefile: Path | None = None) -> dict:
+    """The DAG of the workflow under `root` (or of `snakefile`, with `root` importable), dry-run in `cwd`, as
+    `dump_jobs` writes it."""
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         subprocess.run([sys.executable, str(Path(__file__).resolve()), "--dump", out.name, "--",
-                        "-s", str(root / "Snakefile"), *snakemake_args], cwd=cwd, env=_env(root), check=True,
+                        "-s", str(snakefile or root / "Snakefile"), *snakemake_args], cwd=cwd, env=_env(root),
+                       check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return json.loads(Path(out.name).read_text())
 
@@ -368,6 +378,7 @@ def workdir(base: Path, name: str) -> Path:
 
 
 def compare_dags(label: str, before: dict, after: dict) -> bool:
+    """Print and return whether both plan the same jobs (rule, wildcards, inputs, outputs, params repr)."""
     old = {json.dumps(job, sort_keys=True) for job in before["jobs"]}
     new = {json.dumps(job, sort_keys=True) for job in after["jobs"]}
     print(f"{label}: {len(new)} jobs; {len(old - new)} only before, {len(new - old)} only after"
@@ -384,14 +395,21 @@ def measure(case: str, repeats: int, sides: dict[str, Path], base: Path) -> bool
     same = all(compare_dags(f"{case} DAG, {side} vs working tree", dags[side], dags["working tree"])
                for side in sides if side != "working tree")
     bare = write_bare(dags["working tree"], base / f"{case}-bare")
+    directives = write_directives(dags["working tree"], base / f"{case}-directives")
+    if not compare_dags(f"{case} DAG, {DIRECTIVES} vs working tree",
+                        planned(sides["working tree"], args, scratch, directives), dags["working tree"]):
+        sys.exit(f"the {DIRECTIVES} Snakefile of {case} does not plan the study's jobs")
     finished = workdir(base, f"{case}-finished")
     finish_tree(dags["working tree"], finished)
-    for side, root in sides.items():
-        plan = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(root / "Snakefile"), "-n", *args],
-                              cwd=finished, env=_env(root), capture_output=True, text=True, check=True)
+    snakefiles = {**{side: root / "Snakefile" for side, root in sides.items()}, DIRECTIVES: directives, "bare": bare}
+    for side, snakefile in snakefiles.items():
+        if side == "bare":
+            continue
+        plan = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(snakefile), "-n", *args], cwd=finished,
+                              env=_env(sides.get(side, sides["working tree"])), capture_output=True, text=True,
+                              check=True)
         if "Nothing to be done" not in plan.stdout + plan.stderr:
             sys.exit(f"{side}: the finished tree of {case} is not finished:\n{plan.stdout[-2000:]}")
-    snakefiles = {**{side: root / "Snakefile" for side, root in sides.items()}, "bare": bare}
     commands = {("from scratch", "--list-rules (parsing only)"): (scratch, ["--list-rules"])}
     for tree, cwd in (("from scratch", scratch), ("finished tree", finished)):
         for quiet in ([], ["all"]):
@@ -414,7 +432,9 @@ def _report(label: str, times: dict[str, list[tuple[float, float]]]) -> None:
     for side in times:
         ratio = "" if side == "bare" else f"  = {wall[side] / wall['bare']:.2f}× bare wall, " \
                                           f"{cpu[side] / cpu['bare']:.2f}× bare CPU"
-        print(f"  {side:>14}: {wall[side]:6.2f} s wall, {cpu[side]:6.2f} s CPU{ratio}")
+        if side not in ("bare", DIRECTIVES):
+            ratio += f"; {cpu[side] / cpu[DIRECTIVES]:.2f}× {DIRECTIVES} CPU"
+        print(f"  {side:>17}: {wall[side]:6.2f} s wall, {cpu[side]:6.2f} s CPU{ratio}")
 
 
 def main() -> None:
