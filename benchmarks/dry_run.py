@@ -179,14 +179,21 @@ def bare_snakefile(dag: dict) -> str:
                            for i, out in enumerate(rule["output"]))
         lines += [f"rule {name}:",
                   f"    input: lambda wc: INPUTS[{name!r}][json.dumps(dict(sorted(wc.items())))]"]
-        if rule["output"]:
-            lines.append("    output: " + ", ".join(f"directory({o!r})" if o in rule["directories"] else repr(o)
-                                                   for o in rule["output"]))
-        if rule["wildcard_constraints"]:
-            lines.append("    wildcard_constraints: " + ", ".join(f"{k}={v!r}"
-                                                                 for k, v in rule["wildcard_constraints"].items()))
+        lines += _shape(rule)
         lines += [f"    shell: {make!r}" if make else "", ""]
     return "\n".join(lines)
+
+
+def _shape(rule: dict) -> list[str]:
+    """A generated rule's output and wildcard_constraints lines, as the study rule's."""
+    lines = []
+    if rule["output"]:
+        lines.append("    output: " + ", ".join(f"directory({o!r})" if o in rule["directories"] else repr(o)
+                                               for o in rule["output"]))
+    if rule["wildcard_constraints"]:
+        lines.append("    wildcard_constraints: " + ", ".join(f"{k}={v!r}"
+                                                             for k, v in rule["wildcard_constraints"].items()))
+    return lines
 
 
 def bare_inputs(dag: dict) -> dict:
@@ -224,12 +231,7 @@ def directives_snakefile(dag: dict) -> str:
         for kind in ("input", "log"):
             if directive[kind]:
                 lines.append(f"    {kind}: " + ", ".join(_directive_items(name, kind, directive[kind])))
-        if rule["output"]:
-            lines.append("    output: " + ", ".join(f"directory({o!r})" if o in rule["directories"] else repr(o)
-                                                   for o in rule["output"]))
-        if rule["wildcard_constraints"]:
-            lines.append("    wildcard_constraints: " + ", ".join(f"{k}={v!r}"
-                                                                 for k, v in rule["wildcard_constraints"].items()))
+        lines += _shape(rule)
         if directive["benchmark"]:
             lines.append(f"    benchmark: {directive['benchmark']!r}")
         conda = directive["conda"]
