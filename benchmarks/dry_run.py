@@ -2,8 +2,12 @@
 
 The bare Snakefile is generated from the study's own DAG: the same rules (names, so the profile's resources apply
 alike), output patterns, wildcard constraints, jobs and dependency edges, each rule only touching its outputs (input
-functions look a job's inputs up in a table). What the study costs beyond it is ours: parse-time imports, config
-validation, input functions, params, the summary, and the directives a bare rule lacks (script, conda, log).
+functions look a job's inputs up in a table). A third side, "bare + directives", is the same Snakefile with the study
+rules' directives: the same input and params items (each function a table look-up of its value per job, with the same
+signature), log and benchmark patterns, conda environment (a path, or a function where the study's is one), threads,
+resources and a `script:` (never run in a dry run). Its ratio to the bare file is what Snakemake's handling of those
+directives costs; the study's ratio to it is the cost of our own code (parse-time imports, config validation, the
+`Study`, what our functions compute, the summary).
 
     python benchmarks/dry_run.py [--repeats 5] [--against REV] [--smoke]
 
@@ -11,9 +15,11 @@ Each case is timed from scratch (nothing built) and on a finished tree (every ou
 do), for the paper config under the Slurm profile and for the default config, each with `--quiet` (Snakemake's
 default quiet set: no progress, no rule list) and with `--quiet all` (nothing but errors). The sides run alternately
 in fresh processes; the script prints medians of wall-clock and of CPU seconds (the child's user + system time, which a
-shared machine inflates less) and each side's ratio to the bare file. With `--against`, the workflow as of git revision
-REV runs beside the working tree, and the script first checks that both plan the same jobs with the same inputs,
-outputs and params (it exits non-zero if not), and that every side finds nothing to do on the finished tree.
+shared machine inflates less) and each side's ratio to the bare file (and each study side's to "bare + directives").
+The script first checks that "bare + directives" plans the study's jobs with the same inputs, outputs and params repr.
+With `--against`, the workflow as of git revision REV runs beside the working tree, and the script first checks that
+both plan the same jobs with the same inputs, outputs and params (it exits non-zero if not), and that every side finds
+nothing to do on the finished tree.
 `--smoke` times the default config once, to prove in seconds that the script runs.
 """
 from __future__ import annotations
@@ -38,13 +44,16 @@ CASES = {
     "paper": ["--configfile", "config/paper.yaml", "--profile", "profiles/slurm"],
     "default": [],
 }
+# The bare Snakefile's twin whose rules carry the study rules' directives (`directives_snakefile`).
+DIRECTIVES = "bare + directives"
 # What a study's working directory needs besides its outputs (config paths are relative to it).
 WORKDIR_ENTRIES = ("config", "profiles")
 
 
 def dump_jobs(snakemake_args: list[str], into: Path) -> None:
     """Run the dry run in this process and write its DAG as JSON: each job's rule, wildcards, inputs, outputs and
-    params (their repr, which Snakemake's params rerun trigger compares), and each rule's patterns."""
+    params (their repr, which Snakemake's params rerun trigger compares), each rule's patterns, and each rule's
+    directives with the values of its callables per job (what `directives_snakefile` rebuilds)."""
     from snakemake import cli
     from snakemake.workflow import Workflow
 
@@ -62,17 +71,97 @@ def dump_jobs(snakemake_args: list[str], into: Path) -> None:
                              "target": rule.name == workflow.default_target}
                  for rule in workflow.rules}
         into.write_text(json.dumps({"jobs": sorted(jobs, key=json.dumps), "rules": rules,
-                                    "wildcard_constraints": dict(workflow.wildcard_constraints)}, indent=1))
+                                    "wildcard_constraints": dict(workflow.wildcard_constraints),
+                                    "directives": _directives(workflow)}, indent=1))
 
     Workflow._build_dag = build_and_dump
     cli.main(["-n", "--quiet", *snakemake_args])
 
 
-def planned(root: Path, snakemake_args: list[str], cwd: Path) -> dict:
-    """The DAG of the workflow under `root`, dry-run in `cwd`, as `dump_jobs` writes it."""
+def _function(item):
+    """The function behind a rule's input, params, log or conda item, or None for a plain value."""
+    from snakemake.io import AnnotatedString, _IOFile, is_callable
+
+    if not is_callable(item):
+        return None
+    if isinstance(item, _IOFile):
+        return item._file.callable
+    return item.callable if isinstance(item, AnnotatedString) else item
+
+
+def _plain(value):
+    """A callable's value as JSON: strings, lists and mappings of them (anything else by its repr)."""
+    if isinstance(value, dict):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return str(value) if isinstance(value, (str, Path)) else repr(value)
+
+
+def _items(namedlist, paths: bool = True) -> list[dict]:
+    """A rule's input, params or log items in order: name, function signature (None for a plain value), and a plain
+    value as written (`paths`: a list item is a list of path patterns)."""
+    from snakemake.common import get_function_params
+    from snakemake.io import is_flagged
+
+    items = []
+    for name, item in namedlist._allitems():
+        function = _function(item)
+        entry = {"name": name, "args": None if function is None else list(get_function_params(function)),
+                 "unpack": bool(is_flagged(item, "unpack"))}
+        if function is None:
+            entry["value"] = [str(f) for f in item] if paths and isinstance(item, list) else _plain(item)
+        items.append(entry)
+    return items
+
+
+def _directives(workflow) -> dict:
+    """Per rule: its input, params and log items (plain values as written; a callable's value per job, keyed by the
+    job's wildcards), benchmark, conda environment (a path, or a function's value per job), threads, resources and
+    whether it runs a script."""
+    from snakemake.common import get_function_params
+
+    directives = {}
+    for rule in workflow.rules:
+        entry = {"input": _items(rule.input), "params": _items(rule.params, paths=False), "log": _items(rule.log),
+                 "benchmark": None if rule.benchmark is None else str(rule.benchmark),
+                 "conda": None, "script": rule.script is not None, "threads": None, "resources": {}, "jobs": {}}
+        conda = _function(rule.conda_env)
+        if rule.conda_env is not None:
+            entry["conda"] = {"args": list(get_function_params(conda))} if conda else {"value": str(rule.conda_env)}
+        for key in rule.resources:
+            raw = rule.resources[key].raw
+            if key == "_cores" and not callable(raw):
+                entry["threads"] = raw
+            elif not key.startswith("_") and key != "tmpdir" and raw is not None and not callable(raw):
+                entry["resources"][key] = raw
+        directives[rule.name] = entry
+    for job in workflow.dag.jobs:
+        rule, entry = job.rule, directives[job.rule.name]
+        wildcards = job.wildcards_dict
+        values = {
+            "input": [_plain(rule.apply_input_function(item, wildcards)[0]) if _function(item) else None
+                      for _, item in rule.input._allitems()],
+            "params": [_plain(job.params[i]) if _function(item) else None
+                       for i, (_, item) in enumerate(rule.params._allitems())],
+            "log": [str(job.log[i]) if _function(item) else None for i, (_, item) in enumerate(rule.log._allitems())],
+        }
+        if entry["conda"] and "args" in entry["conda"]:
+            values["conda"] = str(rule.apply_input_function(rule.conda_env, wildcards, params=job.params,
+                                                            input=job.input)[0])
+        entry["jobs"][json.dumps(dict(sorted(wildcards.items())))] = values
+    return directives
+
+
+def planned(root: Path, snakemake_args: list[str], cwd: Path, snakefile: Path | None = None) -> dict:
+    """The DAG of the workflow under `root` (or of `snakefile`, with `root` importable), dry-run in `cwd`, as
+    `dump_jobs` writes it."""
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         subprocess.run([sys.executable, str(Path(__file__).resolve()), "--dump", out.name, "--",
-                        "-s", str(root / "Snakefile"), *snakemake_args], cwd=cwd, env=_env(root), check=True,
+                        "-s", str(snakefile or root / "Snakefile"), *snakemake_args], cwd=cwd, env=_env(root),
+                       check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return json.loads(Path(out.name).read_text())
 
@@ -80,7 +169,7 @@ def planned(root: Path, snakemake_args: list[str], cwd: Path) -> dict:
 def bare_snakefile(dag: dict) -> str:
     """A Snakefile of the same shape as `dag` whose rules only touch (or make) their outputs."""
     lines = ["import json", "", "INPUTS = json.loads(open(workflow.basedir + '/inputs.json').read())", "",
-             f"wildcard_constraints:\n" + "".join(f"    {k}={v!r},\n" for k, v in dag["wildcard_constraints"].items())]
+             "wildcard_constraints:\n" + "".join(f"    {k}={v!r},\n" for k, v in dag["wildcard_constraints"].items())]
     rules = sorted(dag["rules"].items(), key=lambda item: not item[1]["target"])  # the default target first
     for name, rule in rules:
         jobs = [job for job in dag["jobs"] if job["rule"] == name]
@@ -90,14 +179,21 @@ def bare_snakefile(dag: dict) -> str:
                            for i, out in enumerate(rule["output"]))
         lines += [f"rule {name}:",
                   f"    input: lambda wc: INPUTS[{name!r}][json.dumps(dict(sorted(wc.items())))]"]
-        if rule["output"]:
-            lines.append("    output: " + ", ".join(f"directory({o!r})" if o in rule["directories"] else repr(o)
-                                                   for o in rule["output"]))
-        if rule["wildcard_constraints"]:
-            lines.append("    wildcard_constraints: " + ", ".join(f"{k}={v!r}"
-                                                                 for k, v in rule["wildcard_constraints"].items()))
+        lines += _shape(rule)
         lines += [f"    shell: {make!r}" if make else "", ""]
     return "\n".join(lines)
+
+
+def _shape(rule: dict) -> list[str]:
+    """A generated rule's output and wildcard_constraints lines, as the study rule's."""
+    lines = []
+    if rule["output"]:
+        lines.append("    output: " + ", ".join(f"directory({o!r})" if o in rule["directories"] else repr(o)
+                                               for o in rule["output"]))
+    if rule["wildcard_constraints"]:
+        lines.append("    wildcard_constraints: " + ", ".join(f"{k}={v!r}"
+                                                             for k, v in rule["wildcard_constraints"].items()))
+    return lines
 
 
 def bare_inputs(dag: dict) -> dict:
@@ -111,6 +207,101 @@ def write_bare(dag: dict, into: Path) -> Path:
     into.mkdir(parents=True, exist_ok=True)
     (into / "Snakefile").write_text(bare_snakefile(dag))
     (into / "inputs.json").write_text(json.dumps(bare_inputs(dag)))
+    return into / "Snakefile"
+
+
+def directives_snakefile(dag: dict) -> str:
+    """A Snakefile of the same shape as `bare_snakefile`'s whose rules carry the study rules' directives: the same
+    input items (plain patterns as written, each function a table look-up, `unpack` kept), params (plain values as
+    written, each function a look-up of its value per job, with the same signature, so derived params stay derived),
+    log and benchmark patterns, conda environment (a path, or a function where the study's is one), threads,
+    resources, and a `script:` (a file that a dry run never runs) where the study's rule has one."""
+    lines = ["import json", "", "D = json.loads(open(workflow.basedir + '/directives.json').read())", "", "",
+             "def key(wc):", "    return json.dumps(dict(sorted(wc.items())))", "", "",
+             "def plain(rule, kind, start, end):",
+             "    values = [item['value'] for item in D[rule][kind][start:end]]",
+             "    return [path for value in values for path in ([value] if isinstance(value, str) else value)]", "", "",
+             "wildcard_constraints:\n" + "".join(f"    {k}={v!r},\n" for k, v in dag["wildcard_constraints"].items())]
+    rules = sorted(dag["rules"].items(), key=lambda item: not item[1]["target"])  # the default target first
+    for name, rule in rules:
+        if not any(job["rule"] == name for job in dag["jobs"]):
+            continue
+        directive = dag["directives"][name]
+        lines.append(f"rule {name}:")
+        for kind in ("input", "log"):
+            if directive[kind]:
+                lines.append(f"    {kind}: " + ", ".join(_directive_items(name, kind, directive[kind])))
+        lines += _shape(rule)
+        if directive["benchmark"]:
+            lines.append(f"    benchmark: {directive['benchmark']!r}")
+        conda = directive["conda"]
+        if conda:
+            lines.append(f"    conda: {_environment(conda['value'])!r}" if "value" in conda else
+                         f"    conda: lambda {', '.join(conda['args'])}: "
+                         f"D[{name!r}]['jobs'][key({conda['args'][0]})]['conda']")
+        if directive["threads"] not in (None, 1):
+            lines.append(f"    threads: {directive['threads']!r}")
+        if directive["resources"]:
+            lines.append("    resources: " + ", ".join(f"{k}={v!r}" for k, v in directive["resources"].items()))
+        if directive["params"]:
+            lines.append("    params: " + ", ".join(_directive_items(name, "params", directive["params"])))
+        if directive["script"]:
+            lines.append(f"    script: 'scripts/{name}.py'")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _directive_items(rule: str, kind: str, items: list[dict]) -> list[str]:
+    """The items of one directive as `directives_snakefile` writes them: plain values as written in the study, read
+    from the table (a run of unnamed plain paths as one list: the study's are one list Snakemake flattens), functions
+    as a look-up of their value per job under the same parameter names."""
+    written, index = [], 0
+    while index < len(items):
+        item = items[index]
+        if item["args"] is None and item["name"] is None and kind != "params":
+            end = next((i for i in range(index, len(items)) if items[i]["args"] or items[i]["name"]), len(items))
+            written.append(f"plain({rule!r}, {kind!r}, {index}, {end})")
+            index = end
+            continue
+        if item["args"] is None:  # read from the table at parse time, as the study computes it (no literal to parse)
+            value = f"D[{rule!r}][{kind!r}][{index}]['value']"
+        else:
+            args = item["args"]
+            value = f"lambda {', '.join(args)}: D[{rule!r}]['jobs'][key({args[0]})][{kind!r}][{index}]"
+            value = f"unpack({value})" if item["unpack"] else value
+        written.append(f"{item['name']}={value}" if item["name"] else value)
+        index += 1
+    return written
+
+
+def _environment(path: str) -> str:
+    """Where the generated Snakefile's copy of a conda environment file is, relative to it."""
+    return f"envs/{Path(path).name}"
+
+
+def write_directives(dag: dict, into: Path) -> Path:
+    """`directives_snakefile(dag)` with its table, a placeholder per conda environment file and a one-line script
+    per rule that has a script."""
+    into.mkdir(parents=True, exist_ok=True)
+    directives = json.loads(json.dumps(dag["directives"]))
+    environments = set()
+    for directive in directives.values():
+        if directive["conda"] and "value" in directive["conda"]:
+            environments.add(_environment(directive["conda"]["value"]))
+        for values in directive["jobs"].values():
+            if "conda" in values:
+                values["conda"] = _environment(values["conda"])
+                environments.add(values["conda"])
+        if directive["script"]:
+            (into / "scripts").mkdir(exist_ok=True)
+    for name, directive in directives.items():
+        if directive["script"]:
+            (into / "scripts" / f"{name}.py").write_text("pass\n")
+    for environment in environments:
+        (into / environment).parent.mkdir(parents=True, exist_ok=True)
+        (into / environment).write_text("channels: [conda-forge]\ndependencies: [python]\n")
+    (into / "Snakefile").write_text(directives_snakefile(dag))
+    (into / "directives.json").write_text(json.dumps(directives))
     return into / "Snakefile"
 
 
@@ -189,6 +380,7 @@ def workdir(base: Path, name: str) -> Path:
 
 
 def compare_dags(label: str, before: dict, after: dict) -> bool:
+    """Print and return whether both plan the same jobs (rule, wildcards, inputs, outputs, params repr)."""
     old = {json.dumps(job, sort_keys=True) for job in before["jobs"]}
     new = {json.dumps(job, sort_keys=True) for job in after["jobs"]}
     print(f"{label}: {len(new)} jobs; {len(old - new)} only before, {len(new - old)} only after"
@@ -205,14 +397,21 @@ def measure(case: str, repeats: int, sides: dict[str, Path], base: Path) -> bool
     same = all(compare_dags(f"{case} DAG, {side} vs working tree", dags[side], dags["working tree"])
                for side in sides if side != "working tree")
     bare = write_bare(dags["working tree"], base / f"{case}-bare")
+    directives = write_directives(dags["working tree"], base / f"{case}-directives")
+    if not compare_dags(f"{case} DAG, {DIRECTIVES} vs working tree",
+                        planned(sides["working tree"], args, scratch, directives), dags["working tree"]):
+        sys.exit(f"the {DIRECTIVES} Snakefile of {case} does not plan the study's jobs")
     finished = workdir(base, f"{case}-finished")
     finish_tree(dags["working tree"], finished)
-    for side, root in sides.items():
-        plan = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(root / "Snakefile"), "-n", *args],
-                              cwd=finished, env=_env(root), capture_output=True, text=True, check=True)
+    snakefiles = {**{side: root / "Snakefile" for side, root in sides.items()}, DIRECTIVES: directives, "bare": bare}
+    for side, snakefile in snakefiles.items():
+        if side == "bare":
+            continue
+        plan = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(snakefile), "-n", *args], cwd=finished,
+                              env=_env(sides.get(side, sides["working tree"])), capture_output=True, text=True,
+                              check=True)
         if "Nothing to be done" not in plan.stdout + plan.stderr:
             sys.exit(f"{side}: the finished tree of {case} is not finished:\n{plan.stdout[-2000:]}")
-    snakefiles = {**{side: root / "Snakefile" for side, root in sides.items()}, "bare": bare}
     commands = {("from scratch", "--list-rules (parsing only)"): (scratch, ["--list-rules"])}
     for tree, cwd in (("from scratch", scratch), ("finished tree", finished)):
         for quiet in ([], ["all"]):
@@ -235,7 +434,9 @@ def _report(label: str, times: dict[str, list[tuple[float, float]]]) -> None:
     for side in times:
         ratio = "" if side == "bare" else f"  = {wall[side] / wall['bare']:.2f}× bare wall, " \
                                           f"{cpu[side] / cpu['bare']:.2f}× bare CPU"
-        print(f"  {side:>14}: {wall[side]:6.2f} s wall, {cpu[side]:6.2f} s CPU{ratio}")
+        if side not in ("bare", DIRECTIVES):
+            ratio += f"; {cpu[side] / cpu[DIRECTIVES]:.2f}× {DIRECTIVES} CPU"
+        print(f"  {side:>17}: {wall[side]:6.2f} s wall, {cpu[side]:6.2f} s CPU{ratio}")
 
 
 def main() -> None:

@@ -483,13 +483,18 @@ class Study:
         return {"model": self.models[model].settings, "template": self.template,
                 "evaluation": self.evaluation.scoring()}
 
+    @_memoised
     def weights_slice(self, model: str, run: str) -> dict[str, Any]:
-        """What the scored weights of run `run` (a `{run}` wildcard value) depend on."""
+        """What the scored weights of run `run` (a `{run}` wildcard value) depend on (asked once per benchmark)."""
         return self.base_slice(model) if run == UNTRAINED else self.train_slice(self.run(model, run))
+
+    @_memoised
+    def _evaluation_slice(self) -> dict[str, Any]:
+        return _flat("evaluation", self.evaluation.scoring())
 
     def score_slice(self, model: str, run: str, benchmark: str) -> dict[str, Any]:
         return _sorted({**self.weights_slice(model, run), **self.benchmark_slice(benchmark),
-                        "prompt_template": self.template, **_flat("evaluation", self.evaluation.scoring())})
+                        "prompt_template": self.template, **self._evaluation_slice()})
 
     # --- what the audit expects on disk ----------------------------------------------------------------------------
     def _artefacts(self, model: str, run: str, benchmarks: list[str]) -> list[dict[str, Any]]:

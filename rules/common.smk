@@ -52,6 +52,24 @@ def backend_env(wildcards):
     return get_backend(STUDY.models[wildcards.model].backend).conda_env
 
 
+def model_env():
+    """The `conda:` of a model's jobs: the path itself when every model of the study has the same backend, else
+    `backend_env`. Snakemake resolves a path once per rule and a function once per job."""
+    envs = {get_backend(spec.backend).conda_env for spec in STUDY.models.values()}
+    return envs.pop() if len(envs) == 1 else backend_env
+
+
+MODEL_ENV = model_env()
+
+
+def per_model(value):
+    """A params value that depends only on the model (`value(model)`): the value itself when the study has one model,
+    else a function of the job's model. Snakemake calls a function once per job, after inspecting its signature."""
+    if len(MODELS) == 1:
+        return value(MODELS[0])
+    return lambda wildcards: value(wildcards.model)
+
+
 def score_files():
     """Every (run, benchmark) score, the untrained base included; listed in `all` so that a lost one is rebuilt."""
     return [layout.score(m, r, b) for m, r in STUDY.scored_runs() for b in BENCHMARKS]
@@ -92,6 +110,16 @@ def get_final_outputs():
         + training_curves_outputs()
         + selection_outputs()
     )
+
+
+def train_inputs(wildcards):
+    """A train job's inputs, by name (`unpack`: one function per job instead of one per input)."""
+    return {
+        "corpus": training_corpus(wildcards),
+        "gates": training_gates(wildcards),
+        "base": base_model_input(wildcards),
+        "previous": previous_budget(wildcards),
+    }
 
 
 def training_corpus(wildcards):
@@ -172,6 +200,17 @@ def scored_model(wildcards):
     if wildcards.run != layout.UNTRAINED or STUDY.models[wildcards.model].builds_base_model:
         return layout.scored_model(wildcards.model, wildcards.run)
     return []
+
+
+def score_inputs(wildcards):
+    """A scoring job's inputs, by name (`unpack`: one function per job instead of one per input)."""
+    benchmarks = scored(wildcards)
+    return {
+        "benchmark_items": [layout.benchmark_items(b) for b in benchmarks],
+        "gates": pending_gates([layout.calibration(b) for b in benchmarks]),
+        "model": scored_model(wildcards),
+        "record": trained_run_record(wildcards),
+    }
 
 
 def trained_run_record(wildcards):

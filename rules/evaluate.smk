@@ -2,10 +2,7 @@
 # succeeds, so a retry copies those instead of rescoring them (dataflex_rl/evaluate/shards.py).
 rule score:
     input:
-        benchmark_items=[layout.benchmark_items(b) for b in SCORED],
-        gates=lambda wc: pending_gates([layout.calibration(b) for b in scored(wc)]),
-        model=scored_model,
-        record=trained_run_record,
+        unpack(score_inputs),
     output:
         scores=[layout.score("{model}", "{run}", b) for b in SCORED],
         provenance=[layout.score_provenance("{model}", "{run}", b) for b in SCORED],
@@ -14,13 +11,13 @@ rule score:
     benchmark:
         "logs/timing/scores/{model}/{run}/" + ("{benchmark}" if STUDY.evaluation.job_per_benchmark else "all") + ".tsv"
     conda:
-        backend_env
+        MODEL_ENV
     threads: STUDY.threads
     resources:
         **backend_resources("score"),
     params:
         settings=lambda wc: [STUDY.score_slice(wc.model, wc.run, b) for b in scored(wc)],
-        job=lambda wc: STUDY.score_job(wc.model),
+        job=per_model(STUDY.score_job),
         model_provenance=scored_model_provenance,
         token_caps=score_token_caps,
     script:

@@ -31,12 +31,12 @@ rule solve_rates:
     log:
         "logs/corpus/solve_rates/{model}.log",
     conda:
-        backend_env
+        MODEL_ENV
     threads: STUDY.threads
     resources:
         **backend_resources("solve_rates"),
     params:
-        settings=lambda wc: STUDY.solve_rates_slice(wc.model),
-        job=lambda wc: STUDY.solve_rates_job(wc.model),
+        settings=per_model(STUDY.solve_rates_slice),
+        job=per_model(STUDY.solve_rates_job),
     script:
         "../workflow_scripts/solve_rates.py"

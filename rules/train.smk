@@ -12,8 +12,8 @@ rule base_model:
         "../envs/cpu.yaml"
     threads: STUDY.threads
     params:
-        settings=lambda wc: STUDY.base_slice(wc.model),
-        job=lambda wc: STUDY.base_job(wc.model),
+        settings=per_model(STUDY.base_slice),
+        job=per_model(STUDY.base_job),
         prompt_cap=prompt_cap,
         answer_cap=answer_cap,
     script:
@@ -22,10 +22,7 @@ rule base_model:
 
 rule train:
     input:
-        corpus=training_corpus,
-        gates=training_gates,
-        base=base_model_input,
-        previous=previous_budget,
+        unpack(train_inputs),
     output:
         model=directory(layout.run_model("{model}", "{run}")),
         metrics=layout.metrics("{model}", "{run}"),
@@ -37,7 +34,7 @@ rule train:
     wildcard_constraints:
         run=TRAINED_RUN,
     conda:
-        backend_env
+        MODEL_ENV
     threads: STUDY.threads
     resources:
         **backend_resources("train"),
@@ -71,7 +68,7 @@ rule merge:
     wildcard_constraints:
         run=TRAINED_RUN,
     conda:
-        backend_env
+        MODEL_ENV
     resources:
         **backend_resources("merge"),
     params:
