@@ -92,11 +92,18 @@ class StatsSettings:
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A base model: its backend and its config entry with the backend's defaults filled in (`settings`)."""
+    """A base model: its backend, its config entry with the backend's defaults filled in (`settings`, what its
+    artefacts depend on), and what its jobs ask of their machine over the backend's defaults (`resources`, per rule;
+    no result depends on them)."""
 
     name: str
     backend: str
     settings: Mapping[str, Any]
+    resources: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+
+    def job_resources(self, rule: str) -> dict[str, Any]:
+        """A `rule` job's resources: the backend's defaults (Backend.job_resources), then the model's own."""
+        return {**get_backend(self.backend).job_resources(rule), **self.resources.get(rule, {})}
 
     @property
     def path(self) -> str | None:
@@ -208,7 +215,8 @@ def _method(name: str, entry: Mapping[str, Any]) -> MethodSpec:
 
 
 def _model(name: str, entry: Mapping[str, Any]) -> ModelSpec:
-    return ModelSpec(name, entry["backend"], get_backend(entry["backend"]).model_settings(entry))
+    return ModelSpec(name, entry["backend"], get_backend(entry["backend"]).model_settings(entry),
+                     dict(entry.get("resources") or {}))
 
 
 def _regime(name: str, entry: Mapping[str, Any]) -> RegimeSpec:

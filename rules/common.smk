@@ -84,12 +84,13 @@ def run_outputs():
 
 
 def backend_resources(rule):
-    """What a job of `rule` asks of its machine on the study's backends (Backend.job_resources), the largest value
-    of each resource over the study's models; none for the embedded backend, so its rules keep Snakemake's and the
-    profile's defaults. A profile's set-resources or --set-resources overrides them."""
+    """What a job of `rule` asks of its machine on the study's backends (Backend.job_resources, then the model's own
+    `models.<m>.resources`), the largest value of each resource over the study's models; none for the embedded
+    backend unless a model says so, so its rules keep Snakemake's and the profile's defaults. A profile's
+    set-resources or --set-resources overrides them."""
     merged = {}
     for model in STUDY.models.values():
-        for key, value in get_backend(model.backend).job_resources(rule).items():
+        for key, value in model.job_resources(rule).items():
             merged[key] = max(merged.get(key, value), value)
     return merged
 
