@@ -399,6 +399,29 @@ def test_each_reader_type_checks_the_fields_it_reads(tmp_path, name, row, detail
                            "answer_index": 1, "category": "physics"}],
      {"question_id": 3, "question": "Q3?", "options": ["a", "b"], "answer": "B", "answer_index": 0,
       "category": "physics"}, "answer 'B' disagrees with answer_index 0"),
+    # an answer_index past the options (a letter beyond them, or beyond every letter), or counted from the end
+    *[("MMLU-Pro-physics", [{"question_id": 1, "question": "Q1?", "options": ["a", "b"], "answer": "A",
+                             "answer_index": 0, "category": "physics"},
+                            {"question_id": 2, "question": "Q2?", "options": ["a", "b"], "answer": "B",
+                             "answer_index": 1, "category": "physics"}],
+       {"question_id": 3, "question": "Q3?", "options": ["a", "b"], "answer": answer, "answer_index": index,
+        "category": "physics"},
+       f"answer_index {index} is not the position of one of the row's 2 options (0 to 1)")
+      for answer, index in (("E", 4), ("A", 40), ("B", -1))],
+    ("MMLU-Pro-physics", [{"question_id": 1, "question": "Q1?", "options": ["a", "b", "N/A", "N/A"], "answer": "A",
+                           "answer_index": 0, "category": "physics"},
+                          {"question_id": 2, "question": "Q2?", "options": ["a", "b"], "answer": "B",
+                           "answer_index": 1, "category": "physics"}],
+     {"question_id": 3, "question": "Q3?", "options": ["4 J", "2 J", "4  J"], "answer": "A", "answer_index": 0,
+      "category": "physics"},
+     "options: options A and C are the same text '4  J'; a duplicate option makes the gold letter ambiguous"),
+    ("ZebraLogic", [{"id": "z1", "puzzle": "Two houses.", "question": "Who owns the cat?", "choices": ["Ann", "Bob"],
+                     "answer": "Bob"},
+                    {"id": "z2", "puzzle": "Two houses.", "question": "Who owns the dog?", "choices": ["Ann", "Bob"],
+                     "answer": "Ann"}],
+     {"id": "z3", "puzzle": "Two houses.", "question": "Who owns the fish?", "choices": ["Ann", "Bob", "Ann"],
+      "answer": "Ann"}, "choices: options A and C are the same text 'Ann'; a duplicate option makes the gold letter "
+                        "ambiguous"),
 ])
 def test_a_row_whose_fields_contradict_each_other_is_quarantined_not_a_failed_file(tmp_path, name, good, bad, detail):
     """A row the reader cannot combine into an item is counted and kept for inspection, and the file's other rows are
@@ -584,3 +607,46 @@ def test_every_reason_and_unreadable_file_is_documented(tmp_path):
     assert [reason for reason in REASONS if f"`{reason}`" not in documented] == []
     for problem in _unreadable_files(tmp_path).values():
         assert problem.split(", found ")[1].split(" (")[0].split("'")[0] in documented, problem
+
+
+def test_a_gpqa_row_whose_correct_answer_is_also_an_incorrect_one_is_quarantined(tmp_path):
+    columns = ("Question", "Correct Answer", "Incorrect Answer 1", "Incorrect Answer 2", "Incorrect Answer 3")
+    rows = [dict(zip(columns, ("Capital of France?", "Paris", "Lyon", "Nice", "Lille"))),
+            dict(zip(columns, ("Capital of Italy?", "Rome", "Milan", "Rome ", "Turin"))),
+            dict(zip(columns, ("Capital of Spain?", "Madrid", "Seville", "Bilbao", "Malaga")))]
+    path, quarantine = tmp_path / "gpqa_diamond.csv", tmp_path / "quarantine.jsonl"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    items, audit = _validate("GPQA-Diamond", path, quarantine)
+    assert audit["files"][str(path)]["quarantined_by_reason"] == {"inconsistent_row": 1} and len(items) == 2
+    [record] = map(json.loads, quarantine.read_text().splitlines())
+    assert record["detail"].startswith("source row 1: Correct Answer / Incorrect Answer 1-3: options ")
+    assert record["detail"].endswith("are the same text 'Rome'; a duplicate option makes the gold letter ambiguous")
+
+
+def test_a_utf8_byte_order_mark_is_read_as_utf8_in_benchmark_and_corpus_files(tmp_path):
+    """Windows editors start a UTF-8 file with the bytes EF BB BF: the file reads as without them (no JSON error
+    naming no file, no first row quarantined, no CSV column named '\\ufeffQuestion')."""
+    bbh = {"canary": "c", "examples": [{"input": f"Sort: {w} a?\nOptions:\n(A) x\n(B) y", "target": target}
+                                       for w, target in (("one", "(A)"), ("two", "(B)"), ("three", "(A)"))]}
+    gsm8k = [{"question": f"Tom has {i} apples and buys one. How many?", "answer": f"#### {i + 1}"} for i in range(3)]
+    gpqa = pd.DataFrame([{"Question": f"Q{i}?", "Correct Answer": "a", "Incorrect Answer 1": "b",
+                          "Incorrect Answer 2": "c", "Incorrect Answer 3": "d"} for i in range(3)])
+    written = {"BBH-logical-deduction": ("bbh.json", json.dumps(bbh)),
+               "GSM8K": ("gsm8k.jsonl", "".join(json.dumps(row) + "\n" for row in gsm8k)),
+               "GPQA-Diamond": ("gpqa.csv", gpqa.to_csv(index=False))}
+    for name, (file, text) in written.items():
+        plain, marked = tmp_path / f"plain_{file}", tmp_path / f"bom_{file}"
+        plain.write_bytes(text.encode("utf-8"))
+        marked.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+        expected, _ = _validate(name, plain)
+        found, audit = _validate(name, marked)
+        assert len(found) == 3 and audit["files"][str(marked)]["quarantined_by_reason"] == {}, name
+        pd.testing.assert_frame_equal(found.drop(columns=["id"], errors="ignore"),
+                                      expected.drop(columns=["id"], errors="ignore"), check_like=True)
+    corpus = tmp_path / "mine.jsonl"
+    corpus.write_bytes(b"\xef\xbb\xbf" + b'{"question": "What is 12*12?", "answer": 144}\n'
+                       + b'{"question": "What is 2*3?", "answer": 6}\n')
+    built, report = build_corpus(["chain_sum"], 2, seed=0, files=[{"path": str(corpus), "domain": "math",
+                                                                          "answer_format": "math"}])
+    assert report["files"][str(corpus)]["rows_kept"] == 2
+    assert built.tail(2)["answer"].tolist() == ["144", "6"]

@@ -40,11 +40,13 @@ UNREADABLE_ROWS = "unreadable_rows"
 
 
 TABLE_SUFFIXES = (".jsonl", ".parquet", ".json", ".csv")
+# UTF-8, with or without the byte-order mark that Windows editors write at the start of a file
+TEXT_ENCODING = "utf-8-sig"
 
 
 def _json_rows(path: Path) -> list:
     """A .json benchmark file's rows: the file's list, or the list under `examples` (the official BBH files)."""
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = json.loads(path.read_text(encoding=TEXT_ENCODING))
     rows = data.get("examples") if isinstance(data, dict) else data
     if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
         found = f"an object with keys {sorted(data)[:8]}" if isinstance(data, dict) else f"a JSON {type(data).__name__}"
@@ -60,12 +62,12 @@ def read_table(path: str | Path) -> pd.DataFrame:
     if path.suffix == ".parquet":
         return pd.read_parquet(path)
     if path.suffix == ".jsonl":
-        with path.open(encoding="utf-8") as handle:
+        with path.open(encoding=TEXT_ENCODING) as handle:
             return pd.DataFrame.from_records([json.loads(line) for line in handle if line.strip()])
     if path.suffix == ".json":
         return pd.DataFrame.from_records(_json_rows(path))
     if path.suffix == ".csv":
-        return pd.read_csv(path, dtype=str, keep_default_na=False)
+        return pd.read_csv(path, dtype=str, keep_default_na=False, encoding=TEXT_ENCODING)
     raise ValueError(f"{path}: a benchmark file must be {', '.join(TABLE_SUFFIXES)}; found suffix {path.suffix!r}")
 
 

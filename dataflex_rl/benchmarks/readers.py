@@ -193,8 +193,20 @@ def _bbh(row: Mapping) -> NativeItem:
     return NativeItem(question, target, {"options": options} if options else {})
 
 
+def _distinct(options: list[str], field: str) -> list[str]:
+    """The options of a multiple-choice row, refused when two are the same text (whitespace aside): a model that
+    picks the copy of the correct answer would be scored wrong, and a copied wrong answer is a damaged row."""
+    seen: dict[str, int] = {}
+    for position, option in enumerate(options):
+        first = seen.setdefault(" ".join(option.split()), position)
+        if first != position:
+            raise UnreadableRowError(f"{field}: options {LETTERS[first]} and {LETTERS[position]} are the same text "
+                                     f"{option!r}; a duplicate option makes the gold letter ambiguous")
+    return options
+
+
 def _zebra(row: Mapping) -> NativeItem:
-    choices = _texts(row["choices"], "choices")
+    choices = _distinct(_texts(row["choices"], "choices"), "choices")
     answer = text_field(row["answer"], "answer")
     if answer not in choices:
         raise UnreadableRowError(f"answer {answer!r} is not one of the choices {choices}")
@@ -206,11 +218,14 @@ def _mmlu_pro(row: Mapping) -> NativeItem:
     """MMLU-Pro pads some option lists with 'N/A': those are dropped and the gold letter taken from answer_index."""
     options = _texts(row["options"], "options")
     index = _index(row["answer_index"], "answer_index")
+    if not 0 <= index < min(len(options), len(LETTERS)):
+        raise UnreadableRowError(f"answer_index {index} is not the position of one of the row's {len(options)} "
+                                 f"options (0 to {len(options) - 1})")
     if LETTERS[index] != text_field(row["answer"], "answer"):
         raise UnreadableRowError(f"answer {row['answer']!r} disagrees with answer_index {index}")
     kept = [i for i, option in enumerate(options) if option != "N/A" or i == index]
     return NativeItem(text_field(row["question"], "question"), LETTERS[kept.index(index)],
-                      {"options": [options[i] for i in kept]})
+                      {"options": _distinct([options[i] for i in kept], "options")})
 
 
 GPQA_SHUFFLE_SEED = 42
@@ -228,7 +243,8 @@ def gpqa_order(key: str, seed: int = GPQA_SHUFFLE_SEED) -> list[int]:
 def _gpqa(row: Mapping) -> NativeItem:
     key = text_field(row["Record ID"], "Record ID") if "Record ID" in row else text_field(row["Question"], "Question")
     order = gpqa_order(key)
-    options = [" ".join(text_field(row[_GPQA_OPTION_COLUMNS[i]], _GPQA_OPTION_COLUMNS[i]).split()) for i in order]
+    options = _distinct([" ".join(text_field(row[_GPQA_OPTION_COLUMNS[i]], _GPQA_OPTION_COLUMNS[i]).split())
+                         for i in order], "Correct Answer / Incorrect Answer 1-3")
     return NativeItem(text_field(row["Question"], "Question"), LETTERS[order.index(0)],
                       {"options": options, "option_sources": [_GPQA_OPTION_COLUMNS[i] for i in order],
                        "shuffle_seed": GPQA_SHUFFLE_SEED})

@@ -10,6 +10,7 @@ the counts per reason, the threshold's config key and the quarantine file.
 """
 from __future__ import annotations
 
+import codecs
 import contextlib
 import json
 import math
@@ -162,9 +163,9 @@ def read_jsonl(path: Path, report: FileReport) -> Iterator[tuple[int, dict]]:
     """(line number, object) for every readable line; an undecodable or malformed line is quarantined, not fatal.
 
     The file is read as bytes: a text reader would stop at the first bad byte (or mangle it) and lose the line number.
-    Blank lines are not rows.
+    Blank lines are not rows. A UTF-8 byte-order mark (Windows editors write one) is not part of the first row.
     """
-    for number, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
+    for number, raw in enumerate(path.read_bytes().removeprefix(codecs.BOM_UTF8).split(b"\n"), start=1):
         if not raw.strip():
             continue
         report.rows_in += 1
