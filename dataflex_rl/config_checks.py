@@ -215,9 +215,16 @@ def method_errors(config: Mapping[str, Any]) -> list[str]:
 
 # --- corpus, benchmarks, models, training ---------------------------------------------------------------------------
 
+NOT_REGULAR = "is not a regular file (a device, a named pipe or a socket), which reading would not end or would block"
+
+
 def _file_problem(path: Path) -> str | None:
+    """Why a data file named in the config cannot be read, checked before anything opens it: a device such as
+    /dev/zero reads forever and a named pipe blocks the dry run."""
     if not path.exists():
         return "does not exist"
+    if not path.is_file() and not path.is_dir():
+        return NOT_REGULAR
     if path.is_file() and path.stat().st_size == 0:
         return "is empty"
     if path.is_dir() and not any(path.iterdir()):
@@ -244,7 +251,15 @@ def data_errors(config: Mapping[str, Any], workdir: Path) -> list[str]:
     if len(domains) < 3:
         errors.append(f"benchmarks.names: the domain-balanced summary (DB-12) needs math, logic and science "
                       f"benchmarks; found only {sorted(domains)} — add benchmarks of the missing domain(s)")
-    return errors + benchmark_file_errors(config, workdir)
+    return errors + corpus_file_errors(config, workdir) + benchmark_file_errors(config, workdir)
+
+
+def corpus_file_errors(config: Mapping[str, Any], workdir: Path) -> list[str]:
+    """A corpus file that is there must be a regular file (a missing one is Snakemake's missing input of rule
+    `corpus`)."""
+    return [f"corpus.files[{index}].path: {entry['path']!r} {NOT_REGULAR}; give the path of a JSONL or parquet file"
+            for index, entry in enumerate(config["corpus"].get("files") or [])
+            if _file_problem(workdir / entry["path"]) == NOT_REGULAR]
 
 
 def _file_fix(problem: str, n_files: int) -> str:
@@ -455,7 +470,10 @@ def corpus_rows_bound(config: Mapping[str, Any], workdir: Path, needed: int) -> 
 
 
 def _file_rows(path: Path) -> int | None:
-    """Rows of a corpus file before validation: JSONL non-blank lines, parquet row count from its metadata."""
+    """Rows of a corpus file before validation: JSONL non-blank lines, parquet row count from its metadata; None for
+    anything but a regular file (corpus_file_errors refuses it)."""
+    if not path.is_file():
+        return None
     try:
         if path.suffix == ".parquet":
             import pyarrow.parquet as pq

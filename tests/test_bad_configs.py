@@ -7,6 +7,7 @@ docs/refusals.md lists the same refusals.
 from __future__ import annotations
 
 import copy
+import os
 import re
 import subprocess
 import sys
@@ -134,6 +135,23 @@ def _corpus_file(path: str, rows: int, items_per_domain: int):
         (workdir / path).parent.mkdir(parents=True, exist_ok=True)
         lines = [f'{{"prompt": "What is {i} + 1?", "answer": "{i + 1}"}}' for i in range(rows)]
         (workdir / path).write_text("\n".join(lines) + "\n\n")
+
+    return change
+
+
+def _special_file(kind: str):
+    """A corpus file that is a character device (a link to /dev/zero: reading never ends) or a named pipe (opening
+    blocks)."""
+    def change(config, workdir):
+        path = f"data/{kind}.jsonl"
+        (workdir / "data").mkdir()
+        if kind == "fifo":
+            os.mkfifo(workdir / path)
+        else:
+            (workdir / path).symlink_to("/dev/zero")
+        config["corpus"]["items_per_domain"] = 10
+        config["corpus"]["files"] = [{"path": path, "domain": "math", "answer_format": "exact"}]
+        config["training"]["prompts_per_step"] = 40  # more than the sources give: the dry run would count its lines
 
     return change
 
@@ -285,6 +303,11 @@ CASES = [
          _all(_corpus_file("data/extra.jsonl", rows=5, items_per_domain=10), _set("training.prompts_per_step", 40)),
          ("training.prompts_per_step: 40 > the training corpus's 39 rows at most",
           "corpus.sources: 34; corpus.files[0] 'data/extra.jsonl': 5")),
+    Case("a corpus file that is a device", _special_file("device"),
+         ("is not a regular file (a device, a named pipe or a socket)", "corpus.files[0].path: 'data/device.jsonl'",
+          "give the path of a JSONL or parquet file")),
+    Case("a corpus file that is a named pipe", _special_file("fifo"),
+         ("is not a regular file (a device, a named pipe or a socket)", "corpus.files[0].path: 'data/fifo.jsonl'")),
     # The smoke model's estimates (dataflex_rl/backends/embedded/memory.py): train 576 MB, score 783 MB.
     Case("train memory below the estimate", lambda config, workdir: None,
          ("resources of rule train: mem_mb=500 is below the estimated peak memory of a train job, 576 MB, for "
