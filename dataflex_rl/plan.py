@@ -5,6 +5,7 @@ Torch-free and independent of Snakemake: the Snakefile passes in each rule's mer
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Mapping
 
 from dataflex_rl.backends.base import get_backend
@@ -83,10 +84,19 @@ def _benchmarks_line(study: Study) -> str:
     return "; ".join(f"{domain} {len(names)} ({', '.join(names)})" for domain, names in sorted(by_domain.items()))
 
 
+def model_notes(study: Study, workdir: Path) -> list[str]:
+    """What each model's backend says about where its model comes from (a hub name the jobs will download)."""
+    if study.records_file:
+        return []
+    return [note for name, model in study.models.items()
+            for note in get_backend(model.backend).model_notes(f"models.{name}", model.settings, workdir)]
+
+
 def matrix_summary(study: Study, config: Mapping[str, Any], jobs: Mapping[str, int],
-                   resources: Mapping[str, Mapping[str, Any]], hub: list[str]) -> str:
+                   resources: Mapping[str, Mapping[str, Any]], hub: list[str], models: list[str]) -> str:
     """One screen before the job list: the matrix, each method's policy/family/control and parameters, the
-    benchmarks by domain, the backends, and per rule the planned jobs and the resources each job asks for."""
+    benchmarks by domain, the backends and `models` (model_notes), and per rule the planned jobs and the resources
+    each job asks for."""
     lines = [f"DataFlex-RL study {study.name!r}"]
     if study.records_file:
         lines.append(f"  tables from the records in {study.records_file!r}: no training or scoring (target: tables)")
@@ -103,6 +113,7 @@ def matrix_summary(study: Study, config: Mapping[str, Any], jobs: Mapping[str, i
         by_backend.setdefault(model.backend, []).append(label)
     lines.append(f"  models ({len(study.models)}): "
                  + "; ".join(f"{b}: {', '.join(ms)}" for b, ms in sorted(by_backend.items())))
+    lines += [f"  {note}" for note in models]
     for backend in sorted(by_backend):
         lines += [f"  {backend} {line}" for line in get_backend(backend).job_commands(study.training, study.evaluation.scoring(), resources)]
     lines.append("  methods:    policy      family       control          params")
