@@ -129,25 +129,24 @@ def test_the_dry_run_refuses_an_uncached_hub_model_offline_and_warns_online(tmp_
     empty, warmed = tmp_path / "empty-cache", tmp_path / "warm-cache"
     empty.mkdir()
     snapshot = cache_snapshot(warmed, HUB_NAME, model_dir)
-    cases = {"offline, not cached": (empty, True), "offline, cached": (warmed, True), "online, not cached": (empty, False)}
+    cases = {"offline-empty": (empty, True), "offline-cached": (warmed, True), "online-empty": (empty, False)}
     with ThreadPoolExecutor(max_workers=2) as pool:
-        results = dict(zip(cases, pool.map(lambda item: _dry_run(tmp_path, item[0].replace(" ", "_").replace(",", ""),
-                                                                 *item[1]), cases.items())))
+        results = dict(zip(cases, pool.map(lambda item: _dry_run(tmp_path, item[0], *item[1]), cases.items())))
 
-    refused = results["offline, not cached"]
+    refused = results["offline-empty"]
     output = refused.stdout + refused.stderr
     assert refused.returncode != 0
-    assert (f"models.qwen.path: hub name '{HUB_NAME}' with HF_HUB_OFFLINE=1, but the Hugging Face cache '{empty}' holds "
-            f"no complete snapshot of it, so every train and score job would fail at start") in output
+    assert (f"models.qwen.path: hub name '{HUB_NAME}' with HF_HUB_OFFLINE=1, but the Hugging Face cache '{empty}' "
+            f"holds no complete snapshot of it, so every train and score job would fail at start") in output
     assert f"`hf download {HUB_NAME} --cache-dir {empty}`" in output
     assert "Building DAG of jobs" not in output  # refused while parsing
 
-    accepted = results["offline, cached"]
+    accepted = results["offline-cached"]
     assert accepted.returncode == 0, accepted.stderr[-3000:]
     assert "models.qwen.path: hub name" not in accepted.stderr  # neither refused nor a note
     assert str(snapshot) not in accepted.stderr
 
-    warned = results["online, not cached"]
+    warned = results["online-empty"]
     assert warned.returncode == 0, warned.stderr[-3000:]
     assert (f"  warning: models.qwen.path: hub name '{HUB_NAME}' is not in the Hugging Face cache '{empty}': every "
             f"train and score job downloads it at start") in warned.stderr
