@@ -159,3 +159,15 @@ def test_online_a_cached_hub_model_is_named_with_its_snapshot(tmp_path, model_di
     assert model_path_notes("models.m.path", HUB_NAME, tmp_path) == [
         f"models.m.path: hub name '{HUB_NAME}' is in the Hugging Face cache ({snapshot}); the jobs still ask the hub "
         f"for updates — set HF_HUB_OFFLINE=1 where the nodes have no network"]
+
+
+def test_a_records_only_study_looks_nothing_up(tmp_path, monkeypatch):
+    """A study regenerated from records (`records_file`) trains and scores nothing, so its models need no weights."""
+    from dataflex_rl.backends.verl.backend import VerlBackend
+
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    entry = {"backend": "verl", "path": HUB_NAME}
+    assert VerlBackend().config_errors("models.m", entry, tmp_path, True, {}) == []
+    assert VerlBackend().config_errors("models.m", entry, tmp_path, False, {})[0].startswith(
+        f"models.m.path: hub name '{HUB_NAME}' with HF_HUB_OFFLINE=1")
