@@ -5,8 +5,10 @@ Torch-free and independent of Snakemake: the Snakefile passes in each rule's mer
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Mapping
 
+from dataflex_rl.allocation import requested_hours, score_layout_lines, total_lines
 from dataflex_rl.backends.base import get_backend
 from dataflex_rl.benchmarks.paths import benchmark_paths
 from dataflex_rl.config_checks import corpus_domains
@@ -83,10 +85,23 @@ def _benchmarks_line(study: Study) -> str:
     return "; ".join(f"{domain} {len(names)} ({', '.join(names)})" for domain, names in sorted(by_domain.items()))
 
 
+def model_notes(study: Study, workdir: Path) -> list[str]:
+    """What each model's backend says about where its model comes from (a hub name the jobs will download)."""
+    if study.records_file:
+        return []
+    return [note for name, model in study.models.items()
+            for note in get_backend(model.backend).model_notes(f"models.{name}", model.settings, workdir)]
+
+
+def _hours(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
+
+
 def matrix_summary(study: Study, config: Mapping[str, Any], jobs: Mapping[str, int],
-                   resources: Mapping[str, Mapping[str, Any]], hub: list[str]) -> str:
+                   resources: Mapping[str, Mapping[str, Any]], hub: list[str], models: list[str]) -> str:
     """One screen before the job list: the matrix, each method's policy/family/control and parameters, the
-    benchmarks by domain, the backends, and per rule the planned jobs and the resources each job asks for."""
+    benchmarks by domain, the backends and `models` (model_notes), per rule the planned jobs, the resources each job
+    asks for and the GPU- and CPU-hours they request, in total too, and what the score layout trades."""
     lines = [f"DataFlex-RL study {study.name!r}"]
     if study.records_file:
         lines.append(f"  tables from the records in {study.records_file!r}: no training or scoring (target: tables)")
@@ -103,6 +118,7 @@ def matrix_summary(study: Study, config: Mapping[str, Any], jobs: Mapping[str, i
         by_backend.setdefault(model.backend, []).append(label)
     lines.append(f"  models ({len(study.models)}): "
                  + "; ".join(f"{b}: {', '.join(ms)}" for b, ms in sorted(by_backend.items())))
+    lines += [f"  {note}" for note in models]
     for backend in sorted(by_backend):
         lines += [f"  {backend} {line}" for line in get_backend(backend).job_commands(study.training, study.evaluation.scoring(), resources)]
     lines.append("  methods:    policy      family       control          params")
@@ -111,11 +127,18 @@ def matrix_summary(study: Study, config: Mapping[str, Any], jobs: Mapping[str, i
     if hub and not study.records_file:
         lines.append(f"  from the hub (benchmarks.hub_fallback): {', '.join(hub)}")
     lines += ["  jobs from scratch and resources per job:",
-              f"    {'rule':<16}{'jobs':>6}{'threads':>9}{'cpus':>6}{'mem_mb':>9}{'gpu':>5}{'runtime':>9}  partition"]
+              f"    {'rule':<16}{'jobs':>6}{'threads':>9}{'cpus':>6}{'mem_mb':>9}{'gpu':>5}{'runtime':>9}"
+              f"{'GPU-h':>11}{'CPU-h':>11}  partition"]
     for rule, count in jobs.items():
         if count:
             r = resources[rule]
+            hours = requested_hours(count, r)
             lines.append(f"    {rule:<16}{count:>6}{r.get('threads', 1):>9}{r.get('cpus_per_task', '-'):>6}"
-                         f"{r.get('mem_mb', '-'):>9}{r.get('gpu', '-'):>5}{r.get('runtime', '-'):>9}  "
+                         f"{r.get('mem_mb', '-'):>9}{r.get('gpu', '-'):>5}{r.get('runtime', '-'):>9}"
+                         f"{_hours(hours and hours.gpu):>11}{_hours(hours and hours.cpu):>11}  "
                          f"{r.get('slurm_partition', '-')}")
+    lines += total_lines(jobs, resources)
+    if jobs.get("score"):
+        lines += score_layout_lines(len(study.scored_runs()), len(study.benchmarks.names),
+                                    study.evaluation.job_per_benchmark, resources["score"])
     return "\n".join(lines)

@@ -12,7 +12,7 @@ from dataflex_rl.config_checks import config_errors, resource_errors
 from dataflex_rl.config_yaml import config_yaml_errors
 from dataflex_rl.evaluate.benchmark_fit import benchmark_token_caps
 from dataflex_rl.policies.catalogue import CATALOGUE
-from dataflex_rl.plan import hub_benchmarks, matrix_summary, planned_jobs
+from dataflex_rl.plan import hub_benchmarks, matrix_summary, model_notes, planned_jobs
 from dataflex_rl.package_versions import PROVENANCE_PACKAGES
 from dataflex_rl.report.outputs import figure_paths, table_paths
 from dataflex_rl.study import Study, row_checks
@@ -330,4 +330,5 @@ def check_resources_and_summarise():
     errors = [] if STUDY.records_file else resource_errors(config, resources, Path.cwd())
     if errors:
         raise ValueError(f"invalid resources ({len(errors)} problem(s)):\n  - " + "\n  - ".join(errors))
-    print(matrix_summary(STUDY, config, jobs, resources, HUB_BENCHMARKS), file=sys.stderr)
+    summary = matrix_summary(STUDY, config, jobs, resources, HUB_BENCHMARKS, model_notes(STUDY, Path.cwd()))
+    print(summary, file=sys.stderr)

@@ -83,6 +83,13 @@ def _verl(path: str = "Qwen/Qwen2.5-7B", prompts_per_step: int | None = None):
     return change
 
 
+def _directory(path: str):
+    def change(config, workdir):
+        (workdir / path).mkdir(parents=True)
+
+    return change
+
+
 def _all(*changes):
     def change(config, workdir):
         for c in changes:
@@ -252,6 +259,13 @@ CASES = [
           "benchmarks.files.BBH-logical-deduction: 'data/bbh/five.json' does not exist")),
     Case("verl local model path missing", _verl(path="./weights/qwen-7b"),
          ("models.qwen.path: local path './weights/qwen-7b' does not exist",)),
+    Case("verl local model directory without the model",
+         _all(_verl(path="./weights/qwen-7b"), _directory("weights/qwen-7b")),
+         ("models.qwen.path: the model directory './weights/qwen-7b' lacks config.json, weights (*.safetensors or "
+          "*.bin), a tokenizer (tokenizer.json, tokenizer.model, vocab.json)",
+          "hf download <hub name> --local-dir ./weights/qwen-7b")),
+    Case("verl model path neither a directory nor a hub name", _verl(path="Qwen/Qwen2.5/7B"),
+         ("models.qwen.path: 'Qwen/Qwen2.5/7B' is neither a local directory", "nor a hub name")),
     Case("prompt selection on a verl model", _all(_verl(), _method("gradalign", {
         "policy": "gradalign", "control": "baseline"})),
          ("methods.gradalign.policy: 'gradalign' is a prompt_selection method, which the verl backend (models.qwen) "

@@ -48,6 +48,17 @@ def test_paper_matrix_dry_run_without_slurm_shows_156_training_jobs():
     study = Study.from_config(yaml.safe_load((REPO / "config/paper.yaml").read_text()))
     assert {rule: n for rule, n in planned_jobs(study).items() if n} == {
         rule: n for rule, n in counts.items() if rule not in ("all", "total")}
+    # the hours the jobs request (dataflex_rl.allocation), by hand: train 156 jobs × 8 GPUs × 2880 min / 60 = 59,904
+    # GPU-h and × 40 CPUs = 299,520 CPU-h; score 1884 × 1 GPU × 2 h = 3,768 GPU-h and × 8 CPUs = 30,144 CPU-h; merge
+    # 156 × 8 CPUs × 1 h = 1,248; the CPU rules 1 h each at 2 CPUs (decontaminate 8): 2 + 24 + 24 + 8 + 4 × 2 = 66
+    assert re.search(r"^    train +156 .* 2880 +59,904\.0 +299,520\.0  gpu$", result.stderr, re.MULTILINE)
+    assert ("not a measurement): 63,672.0 GPU-hours, 330,978.0 CPU-hours\n" in result.stderr)
+    assert ("  score layout (evaluation.job_per_benchmark; one model load per job; 120 min of score runtime per "
+            "benchmark):") in result.stderr
+    assert ("    true (this study):    1884 jobs = 1884 model loads, a run's 12 benchmarks side by side, 1 GPU each "
+            "(120 min): 3,768.0 GPU-h, 30,144.0 CPU-h\n"
+            "    false:                 157 jobs = 157 model loads, a run's 12 benchmarks in turn on 1 GPU (1440 min): "
+            "3,768.0 GPU-h, 30,144.0 CPU-h") in result.stderr
 
 
 # Bad configs: tests/test_bad_configs.py (each refusal through the real `snakemake -n`).

@@ -50,6 +50,10 @@ class Backend(Protocol):
         """Why a `models.<m>` entry (at config key `key`), or one of the study's `methods` on it, cannot run on this
         backend, each naming the key and fix."""
 
+    def model_notes(self, key: str, entry: Mapping[str, Any], workdir: Path) -> list[str]:
+        """Lines for the dry-run summary on where a `models.<m>` entry's model comes from that are worth a look but
+        not a refusal (verl: a hub name the jobs will download); [] for none."""
+
     def train_resource_errors(self, key: str, entry: Mapping[str, Any], training: GRPOSettings,
                               resources: Mapping[str, Any], prompt_cap: Mapping[str, Any] | None,
                               selection: Any = None) -> list[str]:

@@ -78,6 +78,9 @@ class EmbeddedBackend:
                              f"`warmup` and reads no path; remove it or set `backend: verl`")
         return errors
 
+    def model_notes(self, key: str, entry: Mapping[str, Any], workdir: Path) -> list[str]:
+        return []
+
     def train_resource_errors(self, key: str, entry: Mapping[str, Any], training: GRPOSettings,
                               resources: Mapping[str, Any], prompt_cap: Mapping[str, Any] | None,
                               selection: SelectionSize | None = None) -> list[str]:

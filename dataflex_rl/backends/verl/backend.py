@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 from typing import Any, Mapping
 
+from dataflex_rl.backends.verl.model_source import model_path_errors, model_path_notes
 from dataflex_rl.methods import MethodSpec
 from dataflex_rl.policies.catalogue import CATALOGUE
 from dataflex_rl.recipe import GRPOSettings
@@ -35,10 +36,6 @@ def _arguments(values: Mapping[str, Any]) -> str:
     return ", ".join(f"{key}={value}" for key, value in values.items())
 
 
-def _looks_local(path: str) -> bool:
-    return path.startswith(("/", "."))
-
-
 class VerlBackend:
     name = "verl"
     conda_env = "../envs/gpu.yaml"
@@ -59,11 +56,13 @@ class VerlBackend:
         if "path" not in entry:
             errors.append(f"{key}.path: missing; the verl backend needs the base model's local path or hub name "
                           f"(e.g. Qwen/Qwen2.5-7B)")
-        elif _looks_local(entry["path"]) and not records_only and not (workdir / entry["path"]).exists():
-            errors.append(f"{key}.path: local path {entry['path']!r} does not exist (relative to the working "
-                          f"directory {str(workdir)!r}); fix it, or give a hub name such as Qwen/Qwen2.5-7B")
+        elif not records_only:
+            errors += model_path_errors(f"{key}.path", entry["path"], workdir)
         return errors + [f"{key}.{section}: only the embedded backend builds its model from `{section}`; the verl "
                          f"backend loads `path` — remove it" for section in ("shape", "warmup") if section in entry]
+
+    def model_notes(self, key: str, entry: Mapping[str, Any], workdir: Path) -> list[str]:
+        return model_path_notes(f"{key}.path", entry["path"], workdir)
 
     def train_resource_errors(self, key: str, entry: Mapping[str, Any], training: GRPOSettings,
                               resources: Mapping[str, Any], prompt_cap: Mapping[str, Any] | None,
