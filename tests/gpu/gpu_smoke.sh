@@ -26,7 +26,7 @@ stage() {  # stage <name> <seconds> <command...>: one line per stage with its ti
 # before anything else: every missing or wrong piece at once, nothing installed
 "$PYTHON" -m dataflex_rl.backends.verl.gpu_stack
 rm -rf "$OUT" && mkdir -p "$OUT"
-stage train 420 "$PYTHON" tests/gpu/gpu_smoke.py train "$OUT"
-stage check 30 "$PYTHON" tests/gpu/gpu_smoke.py check "$OUT" "$RAY_LOGS"
+stage train 400 "$PYTHON" tests/gpu/gpu_smoke.py train "$OUT"
+stage check 50 "$PYTHON" tests/gpu/gpu_smoke.py check "$OUT" "$RAY_LOGS"
 stage score 150 "$PYTHON" tests/gpu/gpu_smoke.py score "$OUT"
 echo "GPU smoke passed in $SECONDS s: $OUT"
