@@ -4,6 +4,7 @@ the final checkpoint handed on)."""
 import importlib.util
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -12,6 +13,7 @@ import pytest
 from dataflex_rl.backends.base import get_backend
 from dataflex_rl.backends.embedded.rewards import rollout_rewards
 from dataflex_rl.backends.verl.dataset import write_verl_corpus
+from dataflex_rl.backends.verl.checkpoints import TRACKER_FILE, remove_superseded_checkpoints
 from dataflex_rl.backends.verl.job import VerlRunJob
 from dataflex_rl.backends.verl.launch import VerlRunError, metrics_frame, read_verl_metrics, run_verl, train_verl_run
 from dataflex_rl.backends.verl.reward import compute_score
@@ -167,6 +169,73 @@ def test_verls_metrics_become_ours_with_a_resumed_attempt_winning(tmp_path):
         metrics_frame(steps, 5, "topk", 7, "sdpa")
 
 
+@pytest.mark.parametrize("renamed", ["actor/kl_loss", "actor/pg_clipfrac", "response_length/mean"])
+def test_a_mapped_verl_metric_missing_from_a_step_is_refused_naming_it_and_its_attempt(tmp_path, renamed):
+    pytest.importorskip("verl")
+    step3 = _verl_step(3, 2)
+    step3[renamed.replace("/", "/renamed_")] = step3.pop(renamed)
+    _log_verl_metrics(tmp_path / "verl_metrics.attempt1.jsonl", {s: _verl_step(s, 1) for s in (1, 2, 3)})
+    _log_verl_metrics(tmp_path / "verl_metrics.attempt2.jsonl", {3: step3, 4: _verl_step(4, 2)})
+    steps = read_verl_metrics([tmp_path / "verl_metrics.attempt1.jsonl", tmp_path / "verl_metrics.attempt2.jsonl"])
+    assert len(metrics_frame(steps, 2, "topk", 7, "sdpa")) == 2  # the steps before it are whole
+    with pytest.raises(VerlRunError) as refused:
+        metrics_frame(steps, 4, "topk", 7, "sdpa")
+    message = str(refused.value)
+    assert message.startswith(f"{tmp_path / 'verl_metrics.attempt2.jsonl'}: global step 3 lacks verl's metric(s) "
+                              f"['{renamed}']")
+    assert "launch.py VERL_METRICS" in message
+
+
+def _verl_checkpoint(checkpoint_dir: Path, step: int, tracked: bool = True) -> Path:
+    """`global_step_<step>` as verl 0.9.1 saves it on one GPU (the actor's FSDP shards, fsdp_config.json and
+    huggingface/ from utils/checkpoint/fsdp_checkpoint_manager.py; data.pt from trainer_base._save_checkpoint; the
+    policy driver's state from our trainer), and the tracker naming it when the save finished."""
+    folder = checkpoint_dir / f"global_step_{step}"
+    actor = folder / "actor"
+    (actor / "huggingface").mkdir(parents=True)
+    for name in ("model", "optim", "extra_state"):
+        (actor / f"{name}_world_size_1_rank_0.pt").write_bytes(b"shard")
+    (actor / "fsdp_config.json").write_text("{}")
+    (actor / "huggingface" / "config.json").write_text("{}")
+    (folder / "data.pt").write_bytes(b"loader")
+    (folder / "dataflex_rl_driver.pt").write_bytes(b"driver")
+    if tracked:
+        (checkpoint_dir / TRACKER_FILE).write_text(str(step))  # as verl writes it: the step as text
+    return folder
+
+
+def test_a_resumed_runs_older_checkpoints_go_and_the_tracked_one_stays(tmp_path):
+    """A run saved steps 2 and 4 before a requeue (verl's own keep-1 removed only step 2's actor/), then the resumed
+    process saved step 6 and died while saving step 8: steps 2 and 4 go whole, 6 (the tracker's) stays, and so does
+    the unfinished 8, which the next attempt writes again. verl's own resume lookup still finds step 6."""
+    from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path, get_checkpoint_tracker_filename
+
+    checkpoints = tmp_path / "checkpoints"
+    old = [_verl_checkpoint(checkpoints, step) for step in (2, 4)]
+    shutil.rmtree(old[0] / "actor")
+    kept = _verl_checkpoint(checkpoints, 6)
+    unfinished = _verl_checkpoint(checkpoints, 8, tracked=False)
+    (checkpoints / "global_step_x").mkdir()  # not verl's: left alone
+    assert get_checkpoint_tracker_filename(str(checkpoints)) == str(checkpoints / TRACKER_FILE)
+
+    assert remove_superseded_checkpoints(checkpoints) == old
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["global_step_6", "global_step_8", "global_step_x",
+                                                             TRACKER_FILE]
+    assert len(list(kept.rglob("*"))) == len(list(unfinished.rglob("*"))) == 9  # both untouched
+    assert find_latest_ckpt_path(str(checkpoints)) == str(kept)
+    assert remove_superseded_checkpoints(checkpoints) == []  # once is enough
+
+
+@pytest.mark.parametrize("tracker", [None, "9"], ids=["no tracker yet", "tracker naming a missing folder"])
+def test_nothing_is_removed_without_a_complete_checkpoint(tmp_path, tracker):
+    first = _verl_checkpoint(tmp_path, 1, tracked=False)
+    second = _verl_checkpoint(tmp_path, 2, tracked=False)
+    if tracker:
+        (tmp_path / TRACKER_FILE).write_text(tracker)
+    assert remove_superseded_checkpoints(tmp_path) == []
+    assert first.is_dir() and second.is_dir()
+
+
 METHOD = MethodSpec("topk", "topk", {"fraction": 0.5}, "selection", "baseline")
 SETTINGS = GRPOSettings(steps=3, prompts_per_step=4, rollouts=5, checkpoint_every=1)
 
@@ -178,10 +247,8 @@ def test_a_finished_run_writes_its_inputs_metrics_and_final_model_without_relaun
     corpus, _, _ = corpus_files
     corpus.to_parquet(tmp_path / "corpus.parquet")
     state = tmp_path / "state"
-    actor = state / "checkpoints" / "global_step_3" / "actor"
-    (actor / "huggingface").mkdir(parents=True)
-    (actor / "model_world_size_1_rank_0.pt").write_bytes(b"shard")
-    (actor / "huggingface" / "config.json").write_text("{}")
+    resumed_from = _verl_checkpoint(state / "checkpoints", 2)  # a requeued attempt resumed from step 2
+    actor = _verl_checkpoint(state / "checkpoints", 3) / "actor"
     _log_verl_metrics(state / "verl_metrics.attempt1.jsonl", {s: _verl_step(s, 1) for s in (1, 2, 3)})
 
     runtime = train_verl_run("Qwen/Qwen2.5-7B", corpus=tmp_path / "corpus.parquet", method=METHOD, seed=7,
@@ -190,9 +257,11 @@ def test_a_finished_run_writes_its_inputs_metrics_and_final_model_without_relaun
     assert runtime == {"attention": "flash_attention_2" if importlib.util.find_spec("flash_attn") else "sdpa"}
     assert len(pd.read_parquet(state / "train.parquet")) == 12
     assert VerlRunJob.read(state / "job.json") == VerlRunJob(METHOD, 7, str(state / "train.parquet"), 5)
+    assert not resumed_from.exists()
     final = tmp_path / "final"
     assert sorted(p.relative_to(final).as_posix() for p in final.rglob("*")) == [
-        "huggingface", "huggingface/config.json", "model_world_size_1_rank_0.pt"]
+        "extra_state_world_size_1_rank_0.pt", "fsdp_config.json", "huggingface", "huggingface/config.json",
+        "model_world_size_1_rank_0.pt", "optim_world_size_1_rank_0.pt"]
     shard = final / "model_world_size_1_rank_0.pt"
     assert shard.stat().st_ino == (actor / "model_world_size_1_rank_0.pt").stat().st_ino  # a link, not a copy
     metrics = pd.read_parquet(tmp_path / "metrics.parquet")

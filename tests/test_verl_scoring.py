@@ -45,6 +45,15 @@ def test_the_engine_gets_bfloat16_an_explicit_context_and_the_jobs_gpus(max_new_
         "seed": seed}
 
 
+def test_engine_options_add_settings_but_never_replace_the_scoring_ones():
+    smoke = {"enforce_eager": True, "gpu_memory_utilization": 0.3}  # tests/gpu/gpu_smoke.py
+    assert scoring.engine_arguments("m", max_new_tokens=8, gpus=1, seed=0, options=smoke) == {
+        "model": "m", "dtype": "bfloat16", "max_model_len": 1032, "tensor_parallel_size": 1, "seed": 0, **smoke}
+    with pytest.raises(ValueError, match=r"engine options \['dtype', 'max_model_len'\] would replace"):
+        scoring.engine_arguments("m", max_new_tokens=8, gpus=1, seed=0,
+                                 options={"max_model_len": 99, "dtype": "float16", "enforce_eager": True})
+
+
 @pytest.mark.parametrize("temperature, seed", [(0.0, 0), (0.7, 3)])
 def test_sampling_is_explicit_one_answer_per_prompt_without_nucleus_truncation(temperature, seed):
     assert scoring.sampling_arguments(max_new_tokens=12, temperature=temperature, seed=seed) == {

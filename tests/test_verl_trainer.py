@@ -32,7 +32,9 @@ from dataflex_rl.backends.embedded.model import build_model, save_model, train_t
 from dataflex_rl.backends.embedded.settings import ModelShape  # noqa: E402
 from dataflex_rl.backends.verl import plugin  # noqa: E402
 from dataflex_rl.backends.verl.job import VerlRunJob  # noqa: E402
-from dataflex_rl.backends.verl.trainer import DRIVER_STATE_FILE, DataflexTrainer  # noqa: E402
+from dataflex_rl.backends.verl.checkpoints import TRACKER_FILE  # noqa: E402
+from dataflex_rl.backends.verl.trainer import (DEBUG_DUMP_VARIABLE, DRIVER_STATE_FILE,  # noqa: E402
+                                               DataflexTrainer)
 from dataflex_rl.methods import MethodSpec  # noqa: E402
 from dataflex_rl.backends.verl.writeback import verl_loss_fields  # noqa: E402
 from dataflex_rl.policies import GroupBatch, LossWeights  # noqa: E402
@@ -118,8 +120,11 @@ class StandInWorkers:
     def update_actor(self, batch):
         return {"metrics": {"mfu": [0.0]}}
 
-    def save_checkpoint(self, *args, **kwargs):
-        return None
+    def save_checkpoint(self, local_path, *args, **kwargs):
+        """The actor folder as verl's FSDP checkpoint manager writes it on one GPU (shards and fsdp_config.json)."""
+        os.makedirs(local_path, exist_ok=True)
+        for name in ("model_world_size_1_rank_0.pt", "optim_world_size_1_rank_0.pt", "fsdp_config.json"):
+            open(os.path.join(local_path, name), "wb").close()
 
     def load_checkpoint(self, *args, **kwargs):
         return None
@@ -457,3 +462,57 @@ def test_the_driver_state_survives_a_checkpoint(tmp_path, model_dir, corpus, fak
                        ) as refused:
         unresumable._load_checkpoint()
     _assert_documented(str(refused.value).split(" would ", 1)[1].split(" — ")[0])
+
+
+def test_a_resumed_run_removes_the_checkpoint_it_resumed_from_once_it_saves(tmp_path, model_dir, corpus, fake_tq):
+    """verl's max_actor_ckpt_to_keep=1 forgets what an earlier process saved; the trainer's save removes it: the
+    first process saves steps 1 and 2 (its own save removes step 1), a requeued one resumes from step 2 and saves
+    step 3, after which only step 3 is left, whole, and verl's tracker names it."""
+    from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
+
+    method = MethodSpec("dump_ucb", "dump_ucb", {}, "mixture")
+    checkpoints = tmp_path / "ckpt"
+    first = _trainer(_config(tmp_path, model_dir, corpus, method))
+    for step in range(2):
+        _fake_step(first, fake_tq, _rewards_by_domain, seed=step)
+        first._save_checkpoint()
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["global_step_2", TRACKER_FILE]
+
+    resumed = _trainer(_config(tmp_path, model_dir, corpus, method))
+    resumed._load_checkpoint()
+    assert resumed.global_steps == 2
+    _fake_step(resumed, fake_tq, _rewards_by_domain, seed=2)
+    resumed._save_checkpoint()
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["global_step_3", TRACKER_FILE]
+    assert (checkpoints / TRACKER_FILE).read_text() == "3"
+    assert sorted(p.name for p in (checkpoints / "global_step_3").rglob("*")) == sorted([
+        "actor", DRIVER_STATE_FILE, "data.pt", "fsdp_config.json", "model_world_size_1_rank_0.pt",
+        "optim_world_size_1_rank_0.pt"])
+    assert find_latest_ckpt_path(str(checkpoints)) == str(checkpoints / "global_step_3")
+
+
+def test_the_debug_dump_holds_the_loss_fields_the_actor_update_fetches(tmp_path, model_dir, corpus, fake_tq,
+                                                                       monkeypatch):
+    """difffilter keeps logic prompts only (q = 2/3 in (0.5, 0.9)): the dump lists rollout_is_weights among the
+    update's fields and holds the zeroed response_mask of every other response, as the store the worker reads has
+    them; verl's padding sample is tagged. Without the variable nothing is written."""
+    method = MethodSpec("difffilter", "difffilter", {"low": 0.5, "high": 0.9}, "selection")
+    quiet = _trainer(_config(tmp_path, model_dir, corpus, method))
+    _fake_step(quiet, fake_tq, _rewards_by_domain, seed=4)
+    assert not (tmp_path / "dump").exists()
+
+    monkeypatch.setenv(DEBUG_DUMP_VARIABLE, str(tmp_path / "dump"))
+    trainer = _trainer(_config(tmp_path, model_dir, corpus, method))
+    rows, _, token_mask, _, keys, _, meta = _fake_step(trainer, fake_tq, _rewards_by_domain, seed=4)
+    dump = torch.load(tmp_path / "dump" / "update_actor_step1.pt")
+    assert dump["step"] == 1 and dump["keys"] == meta.keys and dump["fields"] == meta.fields
+    assert {"response_mask", "rollout_is_weights", "advantages"} <= set(dump["fields"])
+    assert dump["padding"] == [False] * (PROMPTS * ROLLOUTS) + [True]
+    position = {key: i for i, key in enumerate(dump["keys"])}
+    for g, row in enumerate(rows):
+        for k, key in enumerate(keys[g]):
+            mask, weights = dump["response_mask"][position[key]], dump["rollout_is_weights"][position[key]]
+            length = int(token_mask[g, k].sum())
+            kept = DOMAINS[row] == "logic"
+            assert torch.equal(mask, torch.full((length,), int(kept)))
+            assert torch.equal(weights, fake_tq.store[key]["rollout_is_weights"]) and bool(weights.any()) is kept

@@ -1,25 +1,34 @@
-"""The verl backend end to end on one GPU, in stages that tests/gpu/gpu_smoke.sh runs in turn (each prints what it
-checked, `[ok]` or `[FAILED]`, and stops at the first failure):
+"""The verl backend end to end on one GPU, offline, in stages that tests/gpu/gpu_smoke.sh runs in turn after its
+environment check (dataflex_rl.backends.verl.gpu_stack). Each stage prints one `[ok]` line per thing it checked, or
+`[FAILED]` and exits 1 at the first failure. Nothing is downloaded: the model and tokenizer are built here.
 
-  train <out>        a tiny Qwen2 built locally (the embedded base builder, a content-only chat template added so
-                     verl's dataset can apply one), a small procedural corpus, and 2 verl steps of the `difffilter`
-                     selection through our train job (dataflex_rl.jobs.train_run); the metrics file has both steps
-  score <out> run    the merge job on the run's checkpoint, then vLLM on 8 benchmark prompts, twice in other orders:
-                     every record has finish_reason, the vLLM version and TP, and the answers do not depend on the batch
-  score <out> base   the same for the untrained base, loaded from the model's `path` (one vLLM engine per process)
+  train <out>   a tiny Qwen2 built locally (the embedded base builder, a content-only chat template added so verl's
+                dataset can apply one) and 2 verl steps of the `difffilter` selection (Eq. 1: dropped responses leave
+                the mask) through our train job, rollout TP 1, gpu_memory_utilization 0.3, enforce_eager (the
+                study's models.tiny.rollout), with the trainer's debug dump on (DATAFLEX_RL_DEBUG_DUMP)
+  check <out>   the plugin's start-up line in the Ray logs; both steps in verl's raw metrics file with every key the
+                launcher maps (launch.VERL_METRICS); the dump shows the update fetched rollout_is_weights and the
+                response_mask zeroed for exactly the dropped share of responses
+  score <out>   the merge job (safetensors and config.json), then vLLM (enforce_eager, low memory) on 8 prompts and
+                on 5 of them reordered: identical greedy answers, finish_reason counts, one response printed whole
 """
 from __future__ import annotations
 
+import os
+import re
 import sys
 from pathlib import Path
 
 import pandas as pd
+import torch
 import yaml
 
-from dataflex_rl.backends.base import get_backend
 from dataflex_rl.backends.embedded.base_model import build_base_model
 from dataflex_rl.backends.embedded.settings import ModelShape, WarmupSettings
+from dataflex_rl.backends.verl.launch import METRICS_GLOB, VERL_METRICS, read_verl_metrics
 from dataflex_rl.backends.verl.merge import merge_run
+from dataflex_rl.backends.verl.scoring import VllmGenerator
+from dataflex_rl.backends.verl.trainer import DEBUG_DUMP_VARIABLE, DUMPED_FIELDS
 from dataflex_rl.evaluate.scoring import score_items
 from dataflex_rl.jobs import train_run
 from dataflex_rl.layout import PROVENANCE
@@ -27,11 +36,17 @@ from dataflex_rl.study import Study
 from dataflex_rl.tasks.corpus import benchmark_items, build_corpus
 
 REPO = Path(__file__).resolve().parents[2]
-# head dim 64 (vLLM's attention kernels take it); positions for vLLM's 1024 prompt tokens + the answer
+# head dim 64 (vLLM's attention kernels take it); positions for vLLM's 1024 prompt tokens + the answer; 2 heads and
+# 1 KV head divide by rollout TP 1
 SHAPE = ModelShape(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=2,
                    num_key_value_heads=1, max_position_embeddings=2048, vocab_size=512)
 CHAT_TEMPLATE = "{% for message in messages %}{{ message['content'] }}{% endfor %}"
 MAX_NEW_TOKENS = 16
+STEPS, PROMPTS, ROLLOUTS = 2, 4, 5
+# one small engine on a shared GPU, no CUDA-graph capture (tens of seconds saved at each engine start)
+ROLLOUT = {"tensor_parallel_size": 1, "gpu_memory_utilization": 0.3, "enforce_eager": True}
+SCORING_ENGINE = {"enforce_eager": True, "gpu_memory_utilization": 0.3}
+PLUGIN_LINE = re.compile(r"dataflex_rl plugin registered in (\d+)")  # dataflex_rl/backends/verl/plugin.py
 
 
 def check(what: str, ok: bool, detail: str = "") -> None:
@@ -42,9 +57,9 @@ def check(what: str, ok: bool, detail: str = "") -> None:
 
 def study(out: Path) -> Study:
     config = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
-    config["models"] = {"tiny": {"backend": "verl", "path": str(out / "base")}}
-    config["training"].update(steps=2, prompts_per_step=4, rollouts=5, max_new_tokens=MAX_NEW_TOKENS,
-                              checkpoint_every=1)
+    config["models"] = {"tiny": {"backend": "verl", "path": str(out / "base"), "rollout": ROLLOUT}}
+    config["training"].update(steps=STEPS, prompts_per_step=PROMPTS, rollouts=ROLLOUTS,
+                              max_new_tokens=MAX_NEW_TOKENS, checkpoint_every=1)
     config["methods"] = {"difffilter": {"policy": "difffilter"}}
     config["seeds"] = [1]
     config["evaluation"].update(max_new_tokens=MAX_NEW_TOKENS)
@@ -65,44 +80,93 @@ def train(out: Path) -> None:
     tokenizer.save_pretrained(out / "base")
     check("tiny base model built locally", (out / "base/config.json").is_file(), str(out / "base"))
 
+    os.environ[DEBUG_DUMP_VARIABLE] = str(out / "dump")  # inherited by verl's process and its Ray workers
     (run,) = spec.runs
     train_run(spec.train_job(run), spec.train_slice(run), base=None, corpus=out / "corpus.parquet",
               checkpoint_every=1, out_model=out / "run/model", out_metrics=out / "run/metrics.parquet",
-              out_provenance=out / "run" / PROVENANCE, state_dir=out / "run/state", threads=4, gpus=1)
+              out_provenance=out / "run" / PROVENANCE, state_dir=out / "run/state", threads=8, gpus=1)
     metrics = pd.read_parquet(out / "run/metrics.parquet")
-    check("verl trained 2 steps of difffilter; metrics written", len(metrics) == 2,
+    check(f"verl trained {STEPS} steps of difffilter; metrics.parquet written", len(metrics) == STEPS,
           f"{len(metrics)} rows, columns {sorted(metrics.columns)}")
-    kept = [column for column in metrics.columns if column.endswith("kept_fraction")]  # PolicyDriver.metrics
-    check("the selection's kept fraction is in the metrics", len(kept) == 1 and metrics[kept[0]].between(0, 1).all(),
-          f"{kept}: {metrics[kept[0]].tolist() if kept else None}")
 
 
-def score(out: Path, which: str) -> None:
+def _plugin_lines(ray_logs: Path, since: float) -> list[tuple[Path, str]]:
+    """The plugin's start-up lines in the Ray log files written after `since` (not an earlier session's)."""
+    lines = []
+    for path in sorted(ray_logs.rglob("*")):
+        if path.is_file() and path.suffix in {".out", ".err", ".log"} and path.stat().st_mtime >= since:
+            lines += [(path, m.group(0)) for m in PLUGIN_LINE.finditer(path.read_text(errors="replace"))]
+    return lines
+
+
+def check_run(out: Path, ray_logs: Path) -> None:
+    found = _plugin_lines(ray_logs, since=(out / "base/config.json").stat().st_mtime)
+    check("the plugin registered in a Ray worker (its start-up line in the Ray logs)", bool(found),
+          f"{found[0][1]!r} in {found[0][0]}" if found else f"no line matching /{PLUGIN_LINE.pattern}/ under "
+                                                            f"{ray_logs}")
+
+    files = sorted((out / "run/state").rglob(METRICS_GLOB))
+    steps = read_verl_metrics(files)
+    check(f"verl's raw metrics ({', '.join(map(str, files))}) hold steps 1..{STEPS}",
+          sorted(steps) == list(range(1, STEPS + 1)), f"steps {sorted(steps)}")
+    for step in range(1, STEPS + 1):
+        data = steps[step].data
+        absent = [key for key in VERL_METRICS.values() if key not in data]
+        check(f"step {step} has every key the launcher maps", not absent,
+              f"missing {absent}" if absent else ", ".join(f"{k}={data[k]:.4g}" for k in VERL_METRICS.values()))
+        kept = data.get("dataflex/kept_fraction")
+        check(f"step {step}: the selection's kept fraction is in [0, 1]", kept is not None and 0 <= kept <= 1,
+              f"dataflex/kept_fraction={kept}")
+
+        dump_file = out / "dump" / f"update_actor_step{step}.pt"
+        check(f"step {step}: the actor update's debug dump exists", dump_file.is_file(), str(dump_file))
+        dump = torch.load(dump_file, weights_only=False)
+        check(f"step {step}: the update fetched {DUMPED_FIELDS}", set(DUMPED_FIELDS) <= set(dump["fields"]),
+              f"the update's fields: {dump['fields']}")
+        real = [i for i, padding in enumerate(dump["padding"]) if not padding]
+        zeroed = sum(int(dump["response_mask"][i].sum()) == 0 for i in real)
+        expected = round((1 - kept) * PROMPTS * ROLLOUTS)
+        weighted_zeroed = all(not bool(dump["rollout_is_weights"][i].any()) for i in real
+                              if int(dump["response_mask"][i].sum()) == 0)
+        check(f"step {step}: response_mask zeroed for the dropped share", len(real) == PROMPTS * ROLLOUTS and
+              zeroed == expected and weighted_zeroed,
+              f"{zeroed} of {len(real)} responses zeroed, (1 − kept fraction)·G·K = {expected}; "
+              f"{len(dump['padding']) - len(real)} padding sample(s)")
+
+
+def score(out: Path) -> None:
     spec = study(out)
     (run,) = spec.runs
-    model_dir = None
-    if which == "run":
-        model_dir = out / "run/merged"
-        merge_run(spec.train_slice(run), model_dir=out / "run/model", model_provenance=out / "run" / PROVENANCE,
-                  out_dir=model_dir)
-        check("merged to a Hugging Face directory", any(model_dir.glob("*.safetensors")), str(model_dir))
-    generator = get_backend("verl").open_generator(spec.score_job("tiny")["model"], model_dir=model_dir, threads=4,
-                                                   gpus=1)
+    model_dir = out / "run/merged"
+    merge_run(spec.train_slice(run), model_dir=out / "run/model", model_provenance=out / "run" / PROVENANCE,
+              out_dir=model_dir)
+    weights = sorted(p.name for p in model_dir.glob("*.safetensors"))
+    check("merged to a Hugging Face directory", bool(weights) and (model_dir / "config.json").is_file(),
+          f"{model_dir}: {weights} and config.json")
+
+    generator = VllmGenerator.open(str(model_dir), gpus=1, engine_options=SCORING_ENGINE)
     items = benchmark_items("basic_arithmetic", n_items=8, seed=1000)
     scores = score_items(generator, items, spec.template, max_new_tokens=MAX_NEW_TOKENS)
-    columns = {"finish_reason", "vllm_version", "tensor_parallel_size"}
-    check(f"vLLM scored 8 prompts ({which})", len(scores) == 8 and columns <= set(scores.columns),
-          f"finish_reason {scores['finish_reason'].value_counts().to_dict()}, vllm "
-          f"{scores['vllm_version'].iloc[0]}, TP {scores['tensor_parallel_size'].iloc[0]}, "
-          f"{int(scores['correct'].sum())}/8 correct")
+    counts = scores["finish_reason"].value_counts().to_dict() if "finish_reason" in scores else {}
+    check("vLLM scored 8 prompts; finish_reason recorded for each", len(scores) == 8 and sum(counts.values()) == 8,
+          f"finish_reason {counts}, vllm {scores['vllm_version'].iloc[0]}, "
+          f"TP {scores['tensor_parallel_size'].iloc[0]}, {int(scores['correct'].sum())}/8 correct")
     reordered = score_items(generator, items.iloc[::-1].head(5), spec.template, max_new_tokens=MAX_NEW_TOKENS)
-    same = scores.set_index("prompt_id").loc[reordered["prompt_id"], "response"].tolist() == \
-        reordered["response"].tolist()
-    check("greedy answers are the same in another batch (VLLM_BATCH_INVARIANT=1)", same)
-    print(scores[["prompt_id", "response", "length", "finish_reason", "correct"]].to_string(), flush=True)
+    first = scores.set_index("prompt_id").loc[reordered["prompt_id"], "response"].tolist()
+    check("greedy answers are identical with the batch reordered (VLLM_BATCH_INVARIANT=1)",
+          first == reordered["response"].tolist(), f"{sum(a == b for a, b in zip(first, reordered['response']))}/5 "
+                                                   f"identical")
+    one = scores.iloc[0]
+    print(f"one full response ({one['prompt_id']}, {one['length']} tokens, finish_reason {one['finish_reason']}):\n"
+          f"{one['response']!r}", flush=True)
 
 
 if __name__ == "__main__":
     stage, folder = sys.argv[1], Path(sys.argv[2])
     folder.mkdir(parents=True, exist_ok=True)
-    train(folder) if stage == "train" else score(folder, sys.argv[3])
+    if stage == "train":
+        train(folder)
+    elif stage == "check":
+        check_run(folder, Path(sys.argv[3]))
+    else:
+        score(folder)

@@ -14,11 +14,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import pandas as pd
 
 from dataflex_rl.atomic import atomic_directory, remove_partial_writes, write_parquet
+from dataflex_rl.backends.verl.checkpoints import remove_superseded_checkpoints
 from dataflex_rl.backends.verl.dataset import write_verl_corpus
 from dataflex_rl.backends.verl.job import VerlRunJob
 from dataflex_rl.backends.verl.overrides import (DEFAULT_PROMPT_TOKENS, RunFiles, attention_implementation, run_overrides,
@@ -28,7 +29,11 @@ from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.tasks.training_fit import check_prompts_per_step
 
 POLICY_PREFIX = "dataflex/"  # the trainer's policy-driver columns in verl's metrics (PolicyDriver.metrics)
-# our metrics column ← verl 0.9.1's key (workers/utils/losses.py, trainer/ppo/metric_utils.py, v1/trainer_base.py)
+# our metrics column ← verl 0.9.1's key (workers/utils/losses.py, trainer/ppo/metric_utils.py, v1/trainer_base.py).
+# verl logs each of them at every step of our recipe: the actor's at every update (trainer_base.py:607 updates the actor
+# from critic_warmup = 0 on; pg_clipfrac from compute_policy_loss_vanilla, kl_loss with use_kl_loss, grad_norm from
+# every optimizer step), response_length/mean and timing_s/step from _compute_metrics. So a missing one is a renamed
+# key or another loss, and metrics_frame refuses it.
 VERL_METRICS = {
     "pg_loss": "actor/pg_loss",
     "kl": "actor/kl_loss",
@@ -77,15 +82,22 @@ def run_verl(overrides: Sequence[str], state_dir: Path) -> Path:
     return metrics_path
 
 
-def read_verl_metrics(paths: Sequence[Path]) -> dict[int, dict]:
+class LoggedStep(NamedTuple):
+    """One global step's metrics as verl logged them, and the attempt file they came from."""
+
+    data: dict
+    path: Path
+
+
+def read_verl_metrics(paths: Sequence[Path]) -> dict[int, LoggedStep]:
     """verl's file-logger lines ({"step": global step, "data": {key: value}}) by global step; where attempts repeat a
     step, the later file in `paths` wins."""
-    steps: dict[int, dict] = {}
+    steps: dict[int, LoggedStep] = {}
     for path in paths:
         for line in Path(path).read_text().splitlines():
             if line.strip():
                 record = json.loads(line)
-                steps[int(record["step"])] = record["data"]
+                steps[int(record["step"])] = LoggedStep(record["data"], Path(path))
     return steps
 
 
@@ -93,21 +105,29 @@ def attempt_files(state_dir: Path) -> list[Path]:
     return sorted(Path(state_dir).glob(METRICS_GLOB), key=lambda p: int(p.stem.split("attempt")[-1]))
 
 
-def metrics_frame(steps: dict[int, dict], last_step: int, method: str, seed: int, attention: str) -> pd.DataFrame:
+def metrics_frame(steps: dict[int, LoggedStep], last_step: int, method: str, seed: int,
+                  attention: str) -> pd.DataFrame:
     """Our per-step metrics from verl's: step counted from 0 as in the embedded trainer (verl's global step 1 is
-    step 0), the policy driver's columns without their prefix, the verl values we name (VERL_METRICS) where verl logged
-    them, and the attention implementation the run trained with. Every step 1..last_step must be there."""
+    step 0), the policy driver's columns without their prefix, the verl values we name (VERL_METRICS), and the
+    attention implementation the run trained with. Every step 1..last_step must be there, with every VERL_METRICS
+    key."""
     missing = [step for step in range(1, last_step + 1) if step not in steps]
     if missing:
         raise VerlRunError(f"verl's metrics lack global steps {missing[:5]}{' ...' if len(missing) > 5 else ''} of "
                            f"1..{last_step}; the run did not log every step — rerun the train job")
     rows = []
     for step in range(1, last_step + 1):
-        data = steps[step]
+        data, path = steps[step]
+        absent = [theirs for theirs in VERL_METRICS.values() if theirs not in data]
+        if absent:
+            raise VerlRunError(f"{path}: global step {step} lacks verl's metric(s) {absent}, which "
+                               f"dataflex_rl/backends/verl/launch.py VERL_METRICS maps into metrics.parquet; verl "
+                               f"renamed or stopped logging them (this verl is not 0.9.1, or the run changed the "
+                               f"loss) — update VERL_METRICS to the keys in that file")
         row = {"method": method, "seed": seed, "step": step - 1}
         row.update({key.removeprefix(POLICY_PREFIX): value for key, value in data.items()
                     if key.startswith(POLICY_PREFIX)})
-        row.update({ours: data[theirs] for ours, theirs in VERL_METRICS.items() if theirs in data})
+        row.update({ours: data[theirs] for ours, theirs in VERL_METRICS.items()})
         row["attention"] = attention
         rows.append(row)
     return pd.DataFrame(rows)
@@ -153,5 +173,8 @@ def train_verl_run(model_path: str, *, corpus, method: MethodSpec, seed: int, tr
                                prompt_tokens=prompt_cap["tokens"] if prompt_cap else DEFAULT_PROMPT_TOKENS,
                                experiment=f"{method.name}-seed{seed}"), state_dir)
     write_metrics(state_dir, out_metrics, training.steps, method.name, seed, attention)
+    # the trainer removes superseded checkpoints after each save; this also covers a run that verl finished before
+    for removed in remove_superseded_checkpoints(files.checkpoint_dir):
+        print(f"removed {removed}: older than the checkpoint verl's tracker names", file=sys.stderr, flush=True)
     keep_final_model(final, Path(out_model))
     return {"attention": attention}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from dataflex_rl.backends.base import Answer
 
@@ -22,11 +22,17 @@ PROMPT_TOKENS = 1024
 EXAMPLES = 3  # over-long prompts named in the refusal (all are counted)
 
 
-def engine_arguments(model_path: str, *, max_new_tokens: int, gpus: int, seed: int) -> dict[str, Any]:
+def engine_arguments(model_path: str, *, max_new_tokens: int, gpus: int, seed: int,
+                     options: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """vllm.LLM's arguments: bfloat16 weights, a context of PROMPT_TOKENS + the answer, one engine over the job's
-    GPUs (tensor parallel)."""
-    return {"model": model_path, "dtype": "bfloat16", "max_model_len": PROMPT_TOKENS + max_new_tokens,
-            "tensor_parallel_size": gpus, "seed": seed}
+    GPUs (tensor parallel). `options` adds engine settings that do not change an answer (the GPU smoke's
+    enforce_eager and low gpu_memory_utilization, which save start-up time and memory); it cannot replace these."""
+    arguments = {"model": model_path, "dtype": "bfloat16", "max_model_len": PROMPT_TOKENS + max_new_tokens,
+                 "tensor_parallel_size": gpus, "seed": seed}
+    clash = sorted(set(options or {}) & set(arguments))
+    if clash:
+        raise ValueError(f"engine options {clash} would replace the scoring settings that decide an answer")
+    return {**arguments, **(options or {})}
 
 
 def sampling_arguments(*, max_new_tokens: int, temperature: float, seed: int) -> dict[str, Any]:
@@ -67,24 +73,25 @@ class VllmGenerator:
     `generate`, when the answer length that sizes its context is known; the tokenizer is loaded at once, since
     prompts are rendered with it before."""
 
-    def __init__(self, model_path: str, tokenizer, gpus: int):
+    def __init__(self, model_path: str, tokenizer, gpus: int, engine_options: Mapping[str, Any] | None = None):
         self.model_path, self.tokenizer, self.gpus = model_path, tokenizer, gpus
+        self.engine_options = engine_options  # engine_arguments' options
         self._engine = None  # (vllm, LLM, the largest max_new_tokens it was sized for)
 
     @classmethod
-    def open(cls, model_path: str, gpus: int) -> "VllmGenerator":
+    def open(cls, model_path: str, gpus: int, engine_options: Mapping[str, Any] | None = None) -> "VllmGenerator":
         if gpus < 1:
             raise ValueError(f"scoring {model_path} with vLLM needs a GPU, and the score job has none (resource "
                              f"gpu={gpus}); give the score rule gpu ≥ 1 (profile set-resources or --set-resources)")
         from transformers import AutoTokenizer
 
-        return cls(model_path, AutoTokenizer.from_pretrained(model_path), gpus)
+        return cls(model_path, AutoTokenizer.from_pretrained(model_path), gpus, engine_options)
 
     def _started(self, max_new_tokens: int, seed: int):
         if self._engine is None:
             vllm = import_vllm()
             engine = vllm.LLM(**engine_arguments(self.model_path, max_new_tokens=max_new_tokens, gpus=self.gpus,
-                                                 seed=seed))
+                                                 seed=seed, options=self.engine_options))
             self._engine = (vllm, engine, max_new_tokens)
         vllm, engine, sized_for = self._engine
         if max_new_tokens > sized_for:

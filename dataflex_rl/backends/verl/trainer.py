@@ -10,10 +10,15 @@ Per step (verl's `PPOTrainer.step`):
 - `_update_actor`: after the update, the driver observes the step (a mixture's feedback), as the embedded trainer does
   after its optimiser step; so a checkpoint written after the step holds the observed state and nothing is pending.
 - `_save_checkpoint` / `_load_checkpoint`: the driver's state (prompt stream, mixture) lives in each `global_step_N`
-  folder, written before verl's tracker file names the folder, so a resumed run always finds it.
+  folder, written before verl's tracker file names the folder, so a resumed run always finds it. Once verl's tracker
+  names the new folder, the older ones go (checkpoints.py), including the one a requeued run resumed from.
+
+With DEBUG_DUMP_VARIABLE set to a folder, `_update_actor` first saves what the actor update will fetch of the policy's
+loss fields (tests/gpu/gpu_smoke.py reads it); off by default.
 """
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from pathlib import Path
@@ -31,6 +36,7 @@ from verl.utils.dataset.rl_dataset import collate_fn
 from verl.workers.utils.padding import response_to_nested
 
 from dataflex_rl.atomic import atomic_path
+from dataflex_rl.backends.verl.checkpoints import remove_superseded_checkpoints
 from dataflex_rl.backends.verl.job import CONFIG_BLOCK, VerlRunJob
 from dataflex_rl.backends.verl.writeback import verl_loss_fields
 from dataflex_rl.policies import GroupBatch
@@ -39,6 +45,11 @@ from dataflex_rl.policy_driver import PolicyDriver
 DRIVER_STATE_FILE = "dataflex_rl_driver.pt"  # in verl's global_step_N checkpoint folder
 METRICS_PREFIX = "dataflex/"
 _STEP_FIELDS = ["uid", "rm_scores", "response_mask", "old_log_probs", "advantages"]
+DEBUG_DUMP_VARIABLE = "DATAFLEX_RL_DEBUG_DUMP"
+DUMPED_FIELDS = ["response_mask", "rollout_is_weights"]  # the policy's loss fields (writeback.py)
+
+logger = logging.getLogger(__name__)
+logger.setLevel(logging.INFO)  # verl configures the root logger at WARNING
 
 
 class DataflexTrainer(PPOTrainerSync):
@@ -150,11 +161,27 @@ class DataflexTrainer(PPOTrainerSync):
         return torch.tensor([positions[uid] for uid in order]), [self._drawn.pop(uid) for uid in order]
 
     def _update_actor(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
+        if os.environ.get(DEBUG_DUMP_VARIABLE):
+            self._dump_update_fields(batch, Path(os.environ[DEBUG_DUMP_VARIABLE]))
         batch = super()._update_actor(batch, metrics)
         if self._weighed is not None:
             self.driver.observe(self._weighed)
             self._weighed = None
         return batch
+
+    def _dump_update_fields(self, batch: KVBatchMeta, folder: Path) -> None:
+        """`update_actor_step<N>.pt` in `folder`: the fields the update's batch lists (the worker fetches exactly
+        those), each response's padding tag, and the DUMPED_FIELDS among them as the worker will read them, one
+        tensor per response."""
+        listed = list(batch.fields or [])
+        selected = [name for name in DUMPED_FIELDS if name in listed]
+        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=selected)
+        dump = {"step": self.global_steps, "keys": list(batch.keys), "fields": listed,
+                "padding": [bool(tag.get("is_padding", False)) for tag in batch.tags],
+                **{name: [value.clone() for value in data[name].unbind()] for name in selected}}
+        folder.mkdir(parents=True, exist_ok=True)
+        with atomic_path(folder / f"update_actor_step{self.global_steps}.pt") as tmp:
+            torch.save(dump, tmp)
 
     # --- checkpoints -----------------------------------------------------------------------------------------------
     def _save_checkpoint(self):
@@ -163,6 +190,8 @@ class DataflexTrainer(PPOTrainerSync):
         with atomic_path(folder / DRIVER_STATE_FILE) as tmp:
             torch.save(self.driver.state_dict(), tmp)
         super()._save_checkpoint()
+        for removed in remove_superseded_checkpoints(Path(self.config.trainer.default_local_dir)):
+            logger.info("removed %s: superseded by global_step_%d", removed, self.global_steps)
 
     def _load_checkpoint(self):
         super()._load_checkpoint()
