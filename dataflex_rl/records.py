@@ -31,6 +31,9 @@ from dataflex_rl.provenance import DamagedArtefactError, damage, read_provenance
 #   parse_flagged   parse_rate below the study's `evaluation.min_parse_rate` (nullable boolean, NA where unknown): the
 #                   score says more about the answer format than the skill. The tables report every flag and leave
 #                   out of a cell's summaries a benchmark flagged in every trained run (dataflex_rl.stats.parse_flags)
+#   cut_share       share of responses cut at the answer-length cap (evaluation.max_new_tokens) rather than ended by
+#                   the model (cut_share below); NaN where the source did not report lengths (imported tables). The
+#                   tables flag a (run, benchmark) above evaluation.max_cut_share (dataflex_rl.stats.cut_flags)
 #   steps           optimiser steps the evaluated checkpoint had taken (nullable Int64)
 #   fingerprint     provenance: the fingerprint of the score this row was reduced from, copied from the provenance
 #                   record its scoring job wrote (dataflex_rl.provenance: sha256, 64 hex digits, of the score's settings
@@ -38,16 +41,31 @@ from dataflex_rl.provenance import DamagedArtefactError, damage, read_provenance
 #   package_versions  provenance: compact JSON object {distribution: version or null} of PROVENANCE_PACKAGES in the
 #                   environment that built the records (dataflex_rl.package_versions). Missing (NA) for imported records.
 RECORD_COLUMNS = ("model", "method", "seed", "run_id", "benchmark", "domain", "n", "correct", "score",
-                  "counts_inferred", "mean_length", "mean_chars", "parse_rate", "parse_flagged", "steps", "fingerprint",
-                  "package_versions")
+                  "counts_inferred", "mean_length", "mean_chars", "parse_rate", "parse_flagged", "cut_share", "steps",
+                  "fingerprint", "package_versions")
 PROVENANCE_COLUMNS = ("fingerprint", "package_versions")
+
+
+def cut_share(items: pd.DataFrame, max_new_tokens: int | None) -> float:
+    """The share of responses cut at the length cap. vLLM reports it per answer (finish_reason "length", against
+    "stop" for an answer ended by a stop token). The embedded generator reports only a length, which counts the
+    generated tokens up to and including its end-of-text token (dataflex_rl.backends.embedded.generation.decode): a
+    length below the cap ended at end-of-text; a length at the cap is counted as cut, though it may also be an
+    answer whose end-of-text fell on the last allowed token (its score file keeps no token ids, so the share is an
+    upper bound there). NaN without a finish_reason column or a cap."""
+    if "finish_reason" in items.columns:
+        return float((items["finish_reason"] == "length").mean())
+    if max_new_tokens is None:
+        return float("nan")
+    return float((items["length"] >= max_new_tokens).mean())
 
 
 def summarise_items(items: pd.DataFrame, *, model: str, method: str, seed: int | None, benchmark: str, domain: str,
                     steps: int | None, fingerprint: str | None = None, package_versions: str | None = None,
-                    min_parse_rate: float | None = None) -> dict:
+                    min_parse_rate: float | None = None, max_new_tokens: int | None = None) -> dict:
     """Reduce one (run, benchmark) item file to its record row; the provenance columns are passed through.
-    `min_parse_rate` sets `parse_flagged` (None leaves it unknown)."""
+    `min_parse_rate` sets `parse_flagged` (None leaves it unknown); `max_new_tokens` is the score job's answer cap
+    (for `cut_share`)."""
     missing = [c for c in SCORED_ITEM_COLUMNS if c not in items.columns]
     if missing:
         raise ValueError(f"{benchmark}: item file lacks columns {missing}")
@@ -76,6 +94,7 @@ def summarise_items(items: pd.DataFrame, *, model: str, method: str, seed: int |
         "mean_chars": float(items["response"].fillna("").str.len().mean()),
         "parse_rate": parse_rate,
         "parse_flagged": None if min_parse_rate is None else parse_rate < min_parse_rate,
+        "cut_share": cut_share(items, max_new_tokens),
         "steps": None if steps is None else int(steps),
         "fingerprint": fingerprint,
         "package_versions": package_versions,
@@ -134,6 +153,8 @@ def validate_records(df: pd.DataFrame) -> None:
     flagged = df["parse_flagged"]
     problems += _problem(flagged.notna() & ~flagged.isin([True, False]), "parse_flagged must be true, false or missing")
     problems += _problem(flagged.notna() & df["parse_rate"].isna(), "parse_flagged needs a parse_rate")
+    cut = pd.to_numeric(df["cut_share"], errors="coerce")
+    problems += _problem(df["cut_share"].notna() & ~cut.between(0, 1), "cut_share must lie in [0, 1]")
     for column in ("mean_length", "mean_chars"):
         length = pd.to_numeric(df[column], errors="coerce")
         problems += _problem(df[column].notna() & ~(length >= 0), f"{column} must be >= 0")
@@ -182,5 +203,6 @@ def collect_records(sources: Iterable[Mapping], *, versions: str | None = None,
             benchmark=source["benchmark"], domain=get_benchmark(source["benchmark"]).domain,
             steps=provenance["settings"].get("training.steps", 0), fingerprint=provenance["fingerprint"],
             package_versions=versions, min_parse_rate=min_parse_rate,
+            max_new_tokens=provenance["settings"].get("evaluation.max_new_tokens"),
         ) | dict(source.get("extras") or {}))
     return records_frame(rows, list(extras))

@@ -42,6 +42,8 @@ class EvaluationSettings:
     temperature: float = 0.0
     seed: int = 0
     min_parse_rate: float = 0.5
+    # above this share of answers cut at max_new_tokens, a (run, benchmark) is listed in the cut_flags table
+    max_cut_share: float = 0.1
     job_per_benchmark: bool = False
 
     def scoring(self) -> dict[str, Any]:

@@ -25,6 +25,7 @@ rule tables:
         max_subsets=STUDY.stats.seed_subsets,
         seed_counts=list(STUDY.stats.mde_seed_counts),
         pairing=STUDY.stats.pairing,
+        max_cut_share=STUDY.evaluation.max_cut_share,
     script:
         "../workflow_scripts/tables.py"
 

@@ -16,8 +16,36 @@ def test_summarise_items_counts():
     assert row == {"model": "tiny", "method": "difffilter", "seed": 3, "run_id": "tiny/difffilter/seed3",
                    "benchmark": "gsm8k", "domain": "math", "n": 4, "correct": 3, "score": 0.75,
                    "counts_inferred": False, "mean_length": 25.0, "mean_chars": 1.5, "parse_rate": 0.75,
-                   "parse_flagged": None, "steps": 300, "fingerprint": None, "package_versions": None}
+                   "parse_flagged": None, "cut_share": pytest.approx(float("nan"), nan_ok=True), "steps": 300,
+                   "fingerprint": None, "package_versions": None}
     assert set(row) == set(RECORD_COLUMNS)
+
+
+def _cut_share(items, max_new_tokens):
+    return summarise_items(items, model="t", method="baseline", seed=0, benchmark="b", domain="math", steps=1,
+                           max_new_tokens=max_new_tokens)["cut_share"]
+
+
+def test_an_embedded_answer_is_cut_when_its_length_with_end_of_text_reached_the_cap():
+    """The embedded generator counts its end-of-text token in the length: with a cap of 8, lengths 3 and 7 ended
+    (the answer and end-of-text fitted), lengths 8 are at the cap: 2 of 5."""
+    items = _items([1, 0, 1, 0, 1], [3, 8, 7, 8, 1], [True] * 5)
+    assert _cut_share(items, 8) == 2 / 5
+    assert _cut_share(items, 9) == 0.0
+    assert pd.isna(_cut_share(items, None))  # no cap known (no provenance setting): unknown, not 0
+
+
+def test_a_vllm_answer_is_cut_when_its_finish_reason_is_length_whatever_its_length():
+    """vLLM says why each answer ended; a stop-token answer of exactly max_tokens tokens is not cut."""
+    items = _items([1, 0, 1, 0], [8, 8, 3, 8], [True] * 4).assign(finish_reason=["stop", "length", "stop", "length"])
+    assert _cut_share(items, 8) == 2 / 4
+
+
+def test_cut_shares_outside_0_1_are_refused():
+    frame = _valid()
+    frame.loc[0, "cut_share"] = 1.5
+    with pytest.raises(ValueError, match=r"cut_share must lie in \[0, 1\] \(rows \[0\]\)"):
+        validate_records(frame)
 
 
 def test_untrained_base_has_no_seed():

@@ -35,7 +35,8 @@ def _score_sources(tmp_path):
         for bench in ("basic_arithmetic", "syllogism"):
             path = tmp_path / f"{method}{seed}{bench}.parquet"
             _items(correct).to_parquet(path)
-            settings = {"benchmark": bench, **({"seed": seed, "training.steps": 3} if seed else {})}
+            settings = {"benchmark": bench, "evaluation.max_new_tokens": 4 if seed else 5,
+                        **({"seed": seed, "training.steps": 3} if seed else {})}
             write_provenance(tmp_path / f"{path.stem}.provenance.json", settings, [path])
             sources.append({"path": str(path), "provenance": str(tmp_path / f"{path.stem}.provenance.json"),
                             "model": "m", "method": method, "seed": seed, "benchmark": bench})
@@ -47,9 +48,12 @@ def test_collect_records_copies_each_scores_fingerprint_and_steps(tmp_path):
     records = collect_records(_score_sources(tmp_path), versions=versions)
     assert list(records.columns) == list(RECORD_COLUMNS)
     for row in records.itertuples():
-        expected = {"benchmark": row.benchmark, **({"seed": 1, "training.steps": 3} if row.method == "soft" else {})}
+        expected = {"benchmark": row.benchmark, "evaluation.max_new_tokens": 4 if row.method == "soft" else 5,
+                    **({"seed": 1, "training.steps": 3} if row.method == "soft" else {})}
         assert row.fingerprint == fingerprint(expected)
     assert records.set_index("method")["steps"].to_dict() == {"soft": 3, "untrained": 0}
+    # every answer is 4 tokens long: at the trained runs' cap of 4 (cut), under the base's cap of 5 (ended)
+    assert records.set_index("method")["cut_share"].to_dict() == {"soft": 1.0, "untrained": 0.0}
     assert (records["package_versions"] == versions).all()
     path = tmp_path / "records.parquet"
     records.to_parquet(path, index=False)
@@ -104,3 +108,4 @@ def test_imported_released_records_have_no_provenance():
     records = import_released_runs(RELEASED)
     assert records[list(PROVENANCE_COLUMNS)].isna().all().all()
     assert list(records.columns[:len(RECORD_COLUMNS)]) == list(RECORD_COLUMNS)
+    assert records["cut_share"].isna().all()

@@ -56,8 +56,9 @@ def test_engine_options_add_settings_but_never_replace_the_scoring_ones():
 
 @pytest.mark.parametrize("temperature, seed", [(0.0, 0), (0.7, 3)])
 def test_sampling_is_explicit_one_answer_per_prompt_without_nucleus_truncation(temperature, seed):
-    assert scoring.sampling_arguments(max_new_tokens=12, temperature=temperature, seed=seed) == {
-        "temperature": temperature, "top_p": 1.0, "max_tokens": 12, "n": 1, "seed": seed}
+    assert scoring.sampling_arguments(max_new_tokens=12, temperature=temperature, seed=seed,
+                                      stop_token_ids=(0, 2)) == {
+        "temperature": temperature, "top_p": 1.0, "max_tokens": 12, "n": 1, "seed": seed, "stop_token_ids": [0, 2]}
 
 
 def test_prompts_up_to_the_allowance_pass_and_longer_ones_are_named():
@@ -206,9 +207,9 @@ def test_the_merge_job_writes_the_runs_weights_as_a_verified_hugging_face_direct
 
 @pytest.mark.parametrize("evaluation, engine, sampling", [
     ({"max_new_tokens": 4096, "batch_size": 512, "temperature": 0.0}, "max_model_len=5120", "temperature=0.0, top_p=1.0, "
-     "max_tokens=4096, n=1, seed=0"),
+     "max_tokens=4096, n=1, seed=0, stop_token_ids=['<eos>', \"<chat template's turn end>\"]"),
     ({"max_new_tokens": 8, "batch_size": 4, "temperature": 0.5, "seed": 3}, "max_model_len=1032",
-     "temperature=0.5, top_p=1.0, max_tokens=8, n=1, seed=3")])
+     "temperature=0.5, top_p=1.0, max_tokens=8, n=1, seed=3, stop_token_ids=['<eos>', \"<chat template's turn end>\"]")])
 def test_the_dry_run_summary_names_the_merge_and_vllm_settings(evaluation, engine, sampling):
     *train, merge, score = get_backend("verl").job_commands(GRPOSettings(), evaluation, {})
     assert merge == ("merge: python -m verl.model_merger merge --backend fsdp --local_dir <run>/model[/actor] "

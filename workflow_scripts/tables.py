@@ -12,4 +12,5 @@ with job_log(snakemake.log[0]):
         max_subsets=snakemake.params.max_subsets,
         seed_counts=snakemake.params.seed_counts,
         pairing=snakemake.params.pairing,
+        max_cut_share=snakemake.params.max_cut_share,
     )

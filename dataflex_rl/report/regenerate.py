@@ -5,7 +5,7 @@
 figure, the detectable-effect table and the cross-model table; the comparisons, sensitivity and seed-sufficiency
 tables cover every summary; the long-training and constrained-data contrasts (dataflex_rl.stats.contrasts) use the
 headline. A table that does not apply to these records (no untrained base: no headroom; no response
-lengths: no efficiency; no parse flags) is written with its columns and no rows, so the rule's outputs are always the same files.
+lengths: no efficiency; no parse or cut flags) is written with its columns and no rows, so the rule's outputs are always the same files.
 """
 from __future__ import annotations
 
@@ -20,11 +20,13 @@ from dataflex_rl.report.outputs import TABLES
 from dataflex_rl.report.tables import write_table
 from dataflex_rl.stats.contrasts import constrained_data_contrasts, long_training_contrasts, study_cells
 from dataflex_rl.stats.paired import compare_methods, headroom
+from dataflex_rl.stats.cut_flags import cut_flag_table
 from dataflex_rl.stats.parse_flags import check_exclusions, excluded_benchmarks, parse_flag_table
 from dataflex_rl.stats.seeds import detectable_effects, seed_sufficiency
 from dataflex_rl.stats.sensitivity import (benchmark_means, domain_tradeoffs, evaluation_sensitivity, method_means,
                                            summary_spearman_matrix)
 from dataflex_rl.stats.summaries import math_heavy_benchmarks, run_summaries, summary_columns
+from dataflex_rl.study import EvaluationSettings
 
 RUN_LEVEL_EXTRAS = ("base_model", "campaign", "regime", "source_run_id", "steps")
 
@@ -94,9 +96,11 @@ def with_base_flags(headroom_table: pd.DataFrame, records: pd.DataFrame) -> pd.D
 
 def regenerate(records: pd.DataFrame, out_dir: str | Path, controls: Mapping[str, str], *, confidence: float = 0.95,
                bootstrap_resamples: int = 9999, max_subsets: int = 200,
-               seed_counts: Sequence[int] = (3, 6, 12), pairing: str = "paired") -> dict[str, pd.DataFrame]:
+               seed_counts: Sequence[int] = (3, 6, 12), pairing: str = "paired",
+               max_cut_share: float = EvaluationSettings.max_cut_share) -> dict[str, pd.DataFrame]:
     """Write every table and figure of the study under `out_dir`; return the tables by name. `pairing` is
-    dataflex_rl.stats.paired.PAIRINGS' choice for every comparison (config `stats.pairing`)."""
+    dataflex_rl.stats.paired.PAIRINGS' choice for every comparison (config `stats.pairing`); `max_cut_share` the cut
+    share above which a (run, benchmark) is listed in cut_flags (config `evaluation.max_cut_share`)."""
     out_dir = Path(out_dir)
     extras = [c for c in RUN_LEVEL_EXTRAS if c in records.columns]
     excluded = excluded_benchmarks(records)
@@ -141,6 +145,7 @@ def regenerate(records: pd.DataFrame, out_dir: str | Path, controls: Mapping[str
         "headroom": headroom_table,
         "efficiency": efficiency_table(records),
         "parse_flags": parse_flag_table(records, excluded),
+        "cut_flags": cut_flag_table(records, max_cut_share),
     }
     assert tuple(tables) == TABLES
     for name, table in tables.items():

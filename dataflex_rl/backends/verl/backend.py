@@ -32,6 +32,11 @@ JOB_RESOURCES = {
 }
 
 
+# The stop tokens as the dry run names them: the score job reads them from the checkpoint's tokenizer
+# (dataflex_rl.tasks.turn_end.stop_token_ids).
+STOP_PLACEHOLDER = ["<eos>", "<chat template's turn end>"]
+
+
 def _arguments(values: Mapping[str, Any]) -> str:
     return ", ".join(f"{key}={value}" for key, value in values.items())
 
@@ -107,7 +112,8 @@ class VerlBackend:
                                 break_on_hyphens=False)
         tokens, seed = evaluation["max_new_tokens"], evaluation.get("seed", 0)
         engine = engine_arguments("<run>/merged or models.<m>.path", max_new_tokens=tokens, gpus="<gpu>", seed=seed)
-        sampling = sampling_arguments(max_new_tokens=tokens, temperature=evaluation["temperature"], seed=seed)
+        sampling = sampling_arguments(max_new_tokens=tokens, temperature=evaluation["temperature"], seed=seed,
+                                      stop_token_ids=STOP_PLACEHOLDER)
         return ["train (<state>: the run's state folder; flash-attn instead of sdpa where importable at launch): "
                 "VERL_FILE_LOGGER_PATH=<state>/verl_metrics.attempt<N>.jsonl", *(f"  {part}" for part in command),
                 f"merge: python {' '.join(merge_command('<run>/model[/actor]', '<run>/merged')[1:])}",

@@ -24,6 +24,7 @@ from dataflex_rl.backends.verl.dataset import write_verl_corpus
 from dataflex_rl.backends.verl.job import VerlRunJob
 from dataflex_rl.backends.verl.overrides import (DEFAULT_PROMPT_TOKENS, RunFiles, attention_implementation, run_overrides,
                                                  verl_command)
+from dataflex_rl.backends.verl.rollout_stops import write_rollout_generation_config
 from dataflex_rl.methods import MethodSpec
 from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.tasks.training_fit import check_prompts_per_step
@@ -169,6 +170,8 @@ def train_verl_run(model_path: str, *, corpus, method: MethodSpec, seed: int, tr
     attention = attention_implementation()
     final = final_actor_dir(files.checkpoint_dir, training.steps)
     if not final.is_dir():
+        stops = write_rollout_generation_config(model_path, files.generation_config_dir)
+        print(f"rollouts stop at token ids {stops} ({files.generation_config_dir})", file=sys.stderr, flush=True)
         run_verl(run_overrides(model_path, training, seed, gpus=gpus, cpus=cpus, files=files, attention=attention,
                                prompt_tokens=prompt_cap["tokens"] if prompt_cap else DEFAULT_PROMPT_TOKENS,
                                experiment=f"{method.name}-seed{seed}"), state_dir)

@@ -24,6 +24,8 @@ DEFAULT_PROMPT_TOKENS = 1024
 # One response per forward pass on each GPU: divides every per-GPU share of a step, so verl's divisibility checks
 # reduce to train_batch_size × rollout.n over the GPUs (VerlBackend.train_resource_errors).
 MICRO_BATCH_PER_GPU = 1
+# vLLM's `--generation-config` folder, through the rollout's engine_kwargs (dataflex_rl.backends.verl.rollout_stops)
+GENERATION_CONFIG_KEY = "actor_rollout_ref.rollout.engine_kwargs.vllm.generation_config"
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,11 @@ class RunFiles:
     def in_state(cls, state_dir: Path) -> "RunFiles":
         return cls(train_file=state_dir / "train.parquet", job_file=state_dir / "job.json",
                    checkpoint_dir=state_dir / "checkpoints")
+
+    @property
+    def generation_config_dir(self) -> Path:
+        """The rollouts' generation config (its stop tokens), written by the train job beside the job file."""
+        return self.job_file.parent / "generation_config"
 
 
 def attention_implementation() -> str:
@@ -123,6 +130,11 @@ def run_overrides(model_path: str, training: GRPOSettings, seed: int, *, gpus: i
         # the data policies: the plugin's trainer and the run-job file it reads
         f"trainer.v1.trainer_mode={TRAINER_MODE}",
         f"+{CONFIG_BLOCK}.job_file={files.job_file}",
+        # stop tokens: rollouts end at the chat template's turn end as well as at EOS (a base model's EOS is not its
+        # template's turn end); verl forwards engine_kwargs.vllm to vLLM's server (verl:
+        # workers/rollout/vllm_rollout/vllm_async_server.py:287, 349), and vLLM stops at the generation config's
+        # eos_token_id (dataflex_rl.backends.verl.rollout_stops writes the folder)
+        f"+{GENERATION_CONFIG_KEY}={files.generation_config_dir}",
     ]
 
 

@@ -14,6 +14,7 @@ import sys
 from typing import Any, Mapping, Sequence
 
 from dataflex_rl.backends.base import Answer
+from dataflex_rl.tasks.turn_end import stop_token_ids
 
 BATCH_INVARIANT = "VLLM_BATCH_INVARIANT"
 # The prompt allowance beside the answer in max_model_len, as in the released evaluation (eval_benchmark.py:
@@ -35,9 +36,13 @@ def engine_arguments(model_path: str, *, max_new_tokens: int, gpus: int, seed: i
     return {**arguments, **(options or {})}
 
 
-def sampling_arguments(*, max_new_tokens: int, temperature: float, seed: int) -> dict[str, Any]:
-    """vllm.SamplingParams' arguments: one answer per prompt, greedy at temperature 0, no nucleus truncation."""
-    return {"temperature": temperature, "top_p": 1.0, "max_tokens": max_new_tokens, "n": 1, "seed": seed}
+def sampling_arguments(*, max_new_tokens: int, temperature: float, seed: int,
+                       stop_token_ids: Sequence[int]) -> dict[str, Any]:
+    """vllm.SamplingParams' arguments: one answer per prompt, greedy at temperature 0, no nucleus truncation, ending
+    at any of `stop_token_ids` (dataflex_rl.tasks.turn_end.stop_token_ids: EOS and the template's turn end; vLLM
+    itself stops only at the tokenizer's EOS and the generation_config's eos_token_id)."""
+    return {"temperature": temperature, "top_p": 1.0, "max_tokens": max_new_tokens, "n": 1, "seed": seed,
+            "stop_token_ids": list(stop_token_ids)}
 
 
 def check_prompt_lengths(lengths: Sequence[int]) -> None:
@@ -107,7 +112,7 @@ class VllmGenerator:
         check_prompt_lengths([len(prompt) for prompt in ids])
         vllm, engine = self._started(max_new_tokens, seed)
         params = vllm.SamplingParams(**sampling_arguments(max_new_tokens=max_new_tokens, temperature=temperature,
-                                                          seed=seed))
+                                                          seed=seed, stop_token_ids=stop_token_ids(self.tokenizer)))
         outputs = engine.generate([{"prompt_token_ids": prompt} for prompt in ids], params)
         run = {"vllm_version": vllm.__version__, "tensor_parallel_size": self.gpus}
         return [Answer(out.outputs[0].text, len(out.outputs[0].token_ids),
