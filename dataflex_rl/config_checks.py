@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from datetime import date, datetime
 from pathlib import Path
 from string import Formatter
 from typing import Any, Mapping
@@ -88,6 +89,10 @@ def _number_fix(text: str) -> str:
             f"{mantissa if '.' in mantissa else mantissa + '.0'}e{exponent}")
 
 
+_YAML_KINDS = {"date": "date", "datetime": "date and time", "int": "number", "float": "number", "bool": "boolean",
+               "NoneType": "null (nothing)"}
+
+
 def schema_errors(config: Mapping[str, Any], schema: Mapping[str, Any]) -> list[str]:
     """Every way `config` breaks `schema`, one line each: the key, the value and what it must be."""
     validator = _strict_validator(schema)
@@ -108,6 +113,12 @@ def schema_errors(config: Mapping[str, Any], schema: Mapping[str, Any]) -> list[
         elif error.schema is name_rule and error.validator == "maxLength":
             errors.append(f"{where}: the name {error.instance[:20]!r}… is {len(error.instance)} characters long; it "
                           f"becomes a path component, so use at most {name_rule['maxLength']}")
+        elif error.schema is name_rule and not isinstance(error.instance, str):
+            text = error.instance.isoformat() if isinstance(error.instance, (date, datetime)) else error.instance
+            kind = _YAML_KINDS.get(type(error.instance).__name__, type(error.instance).__name__)
+            error_line = f"{where}: YAML reads {text} as a {kind}, not as a name; quote it: '{text}'"
+            if error_line not in errors:  # the name rule's type and pattern both fail on it: one line
+                errors.append(error_line)
         elif error.schema is name_rule:
             errors.append(f"{where}: the name {error.instance!r} is not allowed; it becomes a path and a wildcard "
                           f"value, so use letters, digits and '_', '.', '+', '-' (starting with a letter or digit)")
