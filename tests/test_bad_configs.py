@@ -18,6 +18,7 @@ from typing import Callable
 
 import pytest
 import yaml
+from transformers import Qwen2Config  # imported here: the cases run in threads, and a lazy import there is not safe
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
@@ -86,8 +87,6 @@ def _verl(path: str = "Qwen/Qwen2.5-7B", prompts_per_step: int | None = None):
 def _local_verl_model(heads: int, kv_heads: int, tensor_parallel_size: int | None = None):
     """A verl model at a local directory holding a tiny Qwen2 config (no weights: the dry run reads config.json)."""
     def change(config, workdir):
-        from transformers import Qwen2Config
-
         Qwen2Config(hidden_size=8 * heads, intermediate_size=16, num_hidden_layers=1, num_attention_heads=heads,
                     num_key_value_heads=kv_heads, vocab_size=64).save_pretrained(workdir / "tiny-verl")
         entry = {"backend": "verl", "path": "./tiny-verl"}
