@@ -113,6 +113,11 @@ class ModelSpec:
         return self.settings.get("path")
 
     @property
+    def result_settings(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The settings its base's artefacts depend on, and those only its trained runs add (Backend.result_settings)."""
+        return get_backend(self.backend).result_settings(self.settings)
+
+    @property
     def builds_base_model(self) -> bool:
         return get_backend(self.backend).builds_base_model
 
@@ -430,7 +435,7 @@ class Study:
     def base_slice(self, model: str) -> dict[str, Any]:
         """The base model: built from the clean corpus by the embedded backend, loaded from `path` by verl."""
         spec = self.models[model]
-        picked = _flat(f"models.{model}", spec.settings)
+        picked = _flat(f"models.{model}", spec.result_settings[0])
         if spec.builds_base_model:
             picked.update(self.clean_corpus_slice(), prompt_template=self.template)
         return _sorted(picked)
@@ -462,7 +467,8 @@ class Study:
     def train_slice(self, run: Run) -> dict[str, Any]:
         spec = self.methods[run.method]
         corpus = self.regime_slice(run.regime, run.model) if run.regime else self.clean_corpus_slice()
-        return _sorted({**self.base_slice(run.model), **corpus, "prompt_template": self.template,
+        trained = _flat(f"models.{run.model}", self.models[run.model].result_settings[1])
+        return _sorted({**self.base_slice(run.model), **trained, **corpus, "prompt_template": self.template,
                         f"methods.{run.method}.policy": spec.policy,
                         **_flat(f"methods.{run.method}.params", spec.resolved_params()),
                         "seed": run.seed, **_flat("training", self._training(run.steps))})

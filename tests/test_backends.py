@@ -24,8 +24,28 @@ def test_embedded_model_settings_fill_the_shape_and_warm_up_defaults():
                                   "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 512,
                                   "vocab_size": 512},
                         "warmup": {"steps": 5, "batch_size": 32, "learning_rate": 2e-3, "seed": 0}}
-    assert get_backend("verl").model_settings({"backend": "verl", "path": "Qwen/Qwen2.5-7B"}) == {
-        "backend": "verl", "path": "Qwen/Qwen2.5-7B"}
+    assert get_backend("verl").model_settings({"backend": "verl", "path": "Qwen/Qwen2.5-7B",
+                                               "rollout": {"enforce_eager": True}}) == {
+        "backend": "verl", "path": "Qwen/Qwen2.5-7B",
+        "rollout": {"tensor_parallel_size": 1, "gpu_memory_utilization": 0.85, "enforce_eager": True}}
+
+
+def test_only_the_rollout_tp_of_a_verl_model_enters_a_trained_runs_settings():
+    """The untrained base's scores depend on its weights; a trained run's also on the rollout TP; the memory share and
+    eager mode retrain nothing."""
+
+    from dataflex_rl.study import Study
+
+    config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config/paper.yaml").read_text())
+    (model,) = config["models"]
+    config["models"][model]["rollout"] = {"tensor_parallel_size": 2, "gpu_memory_utilization": 0.3,
+                                          "enforce_eager": True}
+    study = Study.from_config(config)
+    prefix = f"models.{model}.rollout."
+    assert [key for key in study.base_slice(model) if key.startswith(prefix)] == []
+    train = study.train_slice(study.runs[0])
+    assert {key: value for key, value in train.items() if key.startswith(prefix)} == {
+        f"{prefix}tensor_parallel_size": 2}
 
 
 def test_the_verl_backend_refuses_what_it_does_not_do_naming_what_is_missing(tmp_path):

@@ -19,6 +19,8 @@ from typing import Callable
 import pytest
 import yaml
 
+from hf_model_dir import save_hf_model_dir  # imported here: the cases run in threads, and a lazy import is not safe
+
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
 SMOKE_LINES = yaml.safe_dump(SMOKE).splitlines()  # the text each case's config.yaml is written as
@@ -86,6 +88,19 @@ def _verl(path: str = "Qwen/Qwen2.5-7B", prompts_per_step: int | None = None):
 def _directory(path: str):
     def change(config, workdir):
         (workdir / path).mkdir(parents=True)
+
+    return change
+
+
+def _local_verl_model(heads: int, kv_heads: int, tensor_parallel_size: int | None = None):
+    """A verl model at a local directory holding a tiny Qwen2 and its tokenizer (the dry run reads config.json)."""
+    def change(config, workdir):
+        save_hf_model_dir(workdir / "tiny-verl", heads, kv_heads)
+        entry = {"backend": "verl", "path": "./tiny-verl"}
+        if tensor_parallel_size:
+            entry["rollout"] = {"tensor_parallel_size": tensor_parallel_size}
+        config["models"] = {"qwen": entry}
+        config["training"]["prompts_per_step"] = 12  # 60 responses: they divide over 1, 2, 3, 4, 5, 6 GPUs
 
     return change
 
@@ -295,6 +310,17 @@ CASES = [
     Case("verl batch does not divide over the GPUs", _all(_verl(prompts_per_step=3), _set("training.rollouts", 4)),
          ("training.prompts_per_step: 3 × training.rollouts 4 = 12 responses per step do not divide over the "
           "train job's 8 GPUs",), args=tuple(SLURM)),
+    Case("verl rollout TP does not divide the train GPUs",
+         _all(_verl(prompts_per_step=8), _set("models.qwen.rollout", {"tensor_parallel_size": 3})),
+         ("models.qwen.rollout.tensor_parallel_size: 3 does not divide the train job's 8 GPUs (resource gpu=8)",
+          "set models.qwen.rollout.tensor_parallel_size to one of [1, 2, 4, 8]"), args=tuple(SLURM)),
+    Case("verl rollout TP does not divide the KV heads", _local_verl_model(heads=6, kv_heads=2, tensor_parallel_size=3),
+         ("models.qwen.rollout.tensor_parallel_size: 3 does not divide the 2 key-value heads of './tiny-verl'",
+          "the sizes that split them are [1, 2, 6]"), args=("--set-resources", "train:gpu=6")),
+    Case("verl score TP does not divide the heads", _local_verl_model(heads=4, kv_heads=2),
+         ("resources of rule score: gpu=3, the tensor_parallel_size of models.qwen's vLLM scoring engine, does not "
+          "divide the 4 attention heads of './tiny-verl'", "the sizes that split them are [1, 2, 4]"),
+         args=("--set-resources", "train:gpu=1", "score:gpu=3")),
     Case("verl score job without a GPU", _verl(), ("resources of rule score: gpu=0, but models.qwen (backend verl) is "
                                                    "scored with vLLM on GPUs; give the score rule gpu ≥ 1",),
          args=("--set-resources", "score:gpu=0")),
@@ -669,3 +695,26 @@ def test_every_path_a_study_writes_stays_under_results_or_logs(args):
     outside = [path for path in paths if Path(path).is_absolute() or ".." in Path(path).parts
                or Path(path).parts[0] not in ("results", "logs")]
     assert outside == []
+
+
+def test_a_dry_run_without_verl_says_in_one_line_that_verls_config_was_not_checked(tmp_path):
+    """A login node with only Snakemake: a `verl` that cannot be imported (here a package that refuses to import,
+    first on the path) does not fail the dry run; one stderr line says what was not checked and why."""
+    shadow = tmp_path / "no_verl" / "verl"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('verl is not installed on this node')\n")
+    workdir = tmp_path / "study"
+    workdir.mkdir()
+    config = copy.deepcopy(SMOKE)
+    _verl(prompts_per_step=8)(config, workdir)  # 40 responses over the train job's default 8 GPUs
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--snakefile", str(REPO / "Snakefile"),
+         "--directory", str(workdir), "--configfile", str(workdir / "config.yaml")],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(shadow.parent), str(REPO)])})
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    lines = [line for line in result.stderr.splitlines() if "verl's own config check" in line]
+    assert lines == ["models.qwen: verl's own config check of the train command was skipped: verl is not importable "
+                     "here (ImportError: verl is not installed on this node); the train jobs' environment "
+                     "(envs/gpu.yaml) checks it at their start"]

@@ -16,6 +16,7 @@ from huggingface_hub import scan_cache_dir, try_to_load_from_cache
 from huggingface_hub.file_download import repo_folder_name
 
 from dataflex_rl.backends.verl import model_source
+from hf_model_dir import save_hf_model_dir
 from dataflex_rl.backends.verl.model_source import missing_model_files, model_path_errors, model_path_notes
 
 REPO = Path(__file__).resolve().parents[1]
@@ -27,17 +28,7 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory) -> Path:
     """A real Hugging Face model directory: a tiny Qwen2 and a tokenizer, as save_pretrained writes them."""
-    from tokenizers import Tokenizer
-    from tokenizers.models import WordLevel
-    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
-
-    directory = tmp_path_factory.mktemp("model")
-    Qwen2ForCausalLM(Qwen2Config(hidden_size=8, intermediate_size=16, num_hidden_layers=1, num_attention_heads=2,
-                                 num_key_value_heads=1, vocab_size=4)).save_pretrained(directory)
-    vocabulary = {"[UNK]": 0, "a": 1, "b": 2, "c": 3}
-    PreTrainedTokenizerFast(tokenizer_object=Tokenizer(WordLevel(vocabulary, unk_token="[UNK]"))).save_pretrained(
-        directory)
-    return directory
+    return save_hf_model_dir(tmp_path_factory.mktemp("model"))
 
 
 def cache_snapshot(cache: Path, repo_id: str, files: Path) -> Path:

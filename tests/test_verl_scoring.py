@@ -17,6 +17,7 @@ from dataflex_rl.backends.embedded.model import build_model, save_model, train_t
 from dataflex_rl.backends.embedded.settings import ModelShape
 from dataflex_rl.backends.verl import scoring
 from dataflex_rl.backends.verl.merge import actor_checkpoint, merge_command, merge_run
+from dataflex_rl.backends.verl.backend import ROLLOUT_PLACEHOLDERS
 from dataflex_rl.backends.verl.overrides import RunFiles, run_overrides
 from dataflex_rl.evaluate.scoring import score_items
 from dataflex_rl.layout import PROVENANCE
@@ -230,7 +231,9 @@ def test_the_dry_run_summary_shows_verls_train_command_with_the_jobs_resources()
     command = " ".join(line.strip() for line in lines[1:-2]).split()
     overrides = run_overrides("<models.<m>.path>", training, "<seed>", gpus=8, cpus=40,
                               files=RunFiles.in_state(Path("<state>")), attention="sdpa",
-                              experiment="<method>-seed<seed>")
+                              experiment="<method>-seed<seed>", rollout_engine=ROLLOUT_PLACEHOLDERS)
     assert command == ["python", "-m", "verl.trainer.main_ppo", *overrides]
+    # the rollout engine varies per model (models.<m>.rollout)
+    assert "actor_rollout_ref.rollout.tensor_model_parallel_size=<models.<m>.rollout.tensor_parallel_size>" in command
     assert "trainer.n_gpus_per_node=8" in command and "ray_kwargs.ray_init.num_cpus=40" in command
     assert "data.train_batch_size=64" in command and "actor_rollout_ref.rollout.n=5" in command

@@ -43,7 +43,11 @@ class Backend(Protocol):
     merges_checkpoint: bool  # a trained run is merged into a Hugging Face directory before scoring (rule merge)
 
     def model_settings(self, entry: Mapping[str, Any]) -> dict[str, Any]:
-        """A config `models.<m>` entry with every default filled in: what the model's artefacts depend on."""
+        """A config `models.<m>` entry with every default filled in: what the model's jobs are given."""
+
+    def result_settings(self, settings: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Of a model's `settings` (model_settings), those its base's artefacts depend on, and those a trained run's
+        result depends on beyond them; a setting in neither (a memory share) changes no artefact."""
 
     def config_errors(self, key: str, entry: Mapping[str, Any], workdir: Path, records_only: bool,
                       methods: Mapping[str, Mapping[str, Any]]) -> list[str]:

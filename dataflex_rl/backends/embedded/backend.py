@@ -70,12 +70,18 @@ class EmbeddedBackend:
         return {"backend": self.name, "shape": asdict(filled(ModelShape, entry.get("shape"))),
                 "warmup": asdict(filled(WarmupSettings, entry.get("warmup")))}
 
+    def result_settings(self, settings: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        return dict(settings), {}  # the shape and the warm-up make the base, which every run trains from
+
     def config_errors(self, key: str, entry: Mapping[str, Any], workdir: Path, records_only: bool,
                       methods: Mapping[str, Mapping[str, Any]]) -> list[str]:
         errors = shape_errors(f"{key}.shape", entry.get("shape") or {})
         if "path" in entry:
             errors.insert(0, f"{key}.path: {entry['path']!r} — the embedded backend builds its model from `shape` and "
                              f"`warmup` and reads no path; remove it or set `backend: verl`")
+        if "rollout" in entry:
+            errors.append(f"{key}.rollout: only the verl backend runs a vLLM rollout engine; the embedded backend "
+                          f"samples in its own loop — remove it or set `backend: verl`")
         return errors
 
     def model_notes(self, key: str, entry: Mapping[str, Any], workdir: Path) -> list[str]:

@@ -4,14 +4,19 @@ pandas are imported only when a job runs, so the registry stays light for the dr
 """
 from __future__ import annotations
 
+import sys
 import textwrap
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Mapping
 
 from dataflex_rl.backends.verl.model_source import model_path_errors, model_path_notes
+from dataflex_rl.backends.verl.model_heads import model_heads, tensor_parallel_problem
+from dataflex_rl.backends.verl.rollout import RESULT_SETTINGS, RolloutSettings
 from dataflex_rl.methods import MethodSpec
 from dataflex_rl.policies.catalogue import CATALOGUE
 from dataflex_rl.recipe import GRPOSettings
+from dataflex_rl.sections import filled
 
 # Policy families the verl trainer does not run: a prompt selection's rounds decode and differentiate candidate
 # prompts outside the training step, which the plugin's trainer has no seam for in this version.
@@ -35,6 +40,8 @@ JOB_RESOURCES = {
 # The stop tokens as the dry run names them: the score job reads them from the checkpoint's tokenizer
 # (dataflex_rl.tasks.turn_end.stop_token_ids).
 STOP_PLACEHOLDER = ["<eos>", "<chat template's turn end>"]
+# the model's rollout settings in the summary's train command: they vary per model
+ROLLOUT_PLACEHOLDERS = RolloutSettings(**{name: f"<models.<m>.rollout.{name}>" for name in asdict(RolloutSettings())})
 
 
 def _arguments(values: Mapping[str, Any]) -> str:
@@ -48,7 +55,15 @@ class VerlBackend:
     merges_checkpoint = True
 
     def model_settings(self, entry: Mapping[str, Any]) -> dict[str, Any]:
-        return {"backend": self.name, "path": entry.get("path")}
+        return {"backend": self.name, "path": entry.get("path"),
+                "rollout": asdict(filled(RolloutSettings, entry.get("rollout")))}
+
+    def result_settings(self, settings: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The untrained base's scores depend on the weights at `path`; a trained run's also on the rollout's tensor
+        parallelism (dataflex_rl.backends.verl.rollout says why not on the rest of the rollout block)."""
+        rollout = settings["rollout"]
+        return ({"backend": settings["backend"], "path": settings["path"]},
+                {"rollout": {key: rollout[key] for key in RESULT_SETTINGS}})
 
     def config_errors(self, key: str, entry: Mapping[str, Any], workdir: Path, records_only: bool,
                       methods: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -72,12 +87,19 @@ class VerlBackend:
     def train_resource_errors(self, key: str, entry: Mapping[str, Any], training: GRPOSettings,
                               resources: Mapping[str, Any], prompt_cap: Mapping[str, Any] | None,
                               selection=None) -> list[str]:
+        """The step's batch over the GPUs (`_batch_errors`), the rollout's tensor parallelism over the GPUs and the
+        model's heads (`_rollout_errors`), then, where those pass, verl's own check of the train command's overrides
+        (`_verl_config_errors`)."""
+        if not resources.get("gpu"):
+            return []
+        errors = (self._batch_errors(training, int(resources["gpu"]))
+                  + self._rollout_errors(key, entry, int(resources["gpu"])))
+        return errors or self._verl_config_errors(key, entry, training, resources)
+
+    def _batch_errors(self, training: GRPOSettings, gpus: int) -> list[str]:
         """verl asserts that train_batch_size × rollout.n (prompts_per_step × rollouts; the recipe sets
         ppo_mini_batch_size = train_batch_size) divides evenly over the train job's GPUs. Its memory (FSDP shards,
         vLLM's KV cache on the GPU) is not estimated here: no GPU run calibrates it."""
-        if not resources.get("gpu"):
-            return []
-        gpus = int(resources["gpu"])
         prompts, rollouts = training.prompts_per_step, training.rollouts
         if not (prompts * rollouts) % gpus:
             return []
@@ -89,11 +111,72 @@ class VerlBackend:
                 f"requires train_batch_size × rollout.n to be a multiple of its GPU count — use prompts_per_step "
                 f"{' or '.join(map(str, near))}, or a GPU count among {divisors}"]
 
+    def _rollout_errors(self, key: str, entry: Mapping[str, Any], gpus: int) -> list[str]:
+        """The rollout worker asserts that its tensor parallelism divides the train job's GPUs (verl:
+        workers/engine_workers.py:655-660), and vLLM that it divides the model's heads (where its config.json can be
+        read: dataflex_rl.backends.verl.model_heads)."""
+        setting = f"{key}.rollout.tensor_parallel_size"
+        size = filled(RolloutSettings, entry.get("rollout")).tensor_parallel_size
+        if gpus % size:
+            fits = [n for n in range(1, gpus + 1) if gpus % n == 0]
+            return [f"{setting}: {size} does not divide the train job's {gpus} GPUs (resource gpu={gpus}): verl's "
+                    f"rollout worker runs GPUs / TP vLLM replicas and refuses at start-up after Ray and FSDP are up — "
+                    f"set {setting} to one of {fits}, or give the train rule a multiple of {size} GPUs (profile "
+                    f"set-resources or --set-resources train:gpu=...)"]
+        heads = self._heads_problem(entry, size)
+        return [f"{setting}: {size} {heads}; set {setting} to one of them"] if heads else []
+
+    @staticmethod
+    def _heads_problem(entry: Mapping[str, Any], size: int) -> str | None:
+        """Why vLLM cannot split the model's heads over `size` GPUs, with the sizes that can; None where it can, or
+        where the model's config.json cannot be read."""
+        heads = model_heads(entry.get("path") or "")
+        problem = heads and tensor_parallel_problem(heads, size)
+        if not problem:
+            return None
+        fits = [n for n in range(1, heads.attention + 1) if not tensor_parallel_problem(heads, n)]
+        return (f"does not divide the {problem} of {entry['path']!r} (its config.json: {heads.attention} attention, "
+                f"{heads.key_value} key-value heads): vLLM splits the heads over its tensor-parallel GPUs and refuses "
+                f"— the sizes that split them are {fits}")
+
+    def _verl_config_errors(self, key: str, entry: Mapping[str, Any], training: GRPOSettings,
+                            resources: Mapping[str, Any]) -> list[str]:
+        """verl's own composition, validation and worker dataclasses of the train command (the overrides every run of
+        the model shares, at seed 0: a seed changes no check), once per model (dataflex_rl.backends.verl.verl_config);
+        where verl is not importable (a login node with only Snakemake) one line on stderr says it was not checked."""
+        from dataflex_rl.backends.verl import verl_config
+        from dataflex_rl.backends.verl.overrides import RunFiles, run_overrides
+
+        cpus = int(resources.get("cpus_per_task") or resources.get("threads") or 1)
+        overrides = run_overrides(entry.get("path"), training, 0, gpus=int(resources["gpu"]), cpus=cpus,
+                                  files=RunFiles.in_state(Path("state")), attention="sdpa",
+                                  rollout_engine=filled(RolloutSettings, entry.get("rollout")))
+        if verl_config.passed_before(overrides):
+            return []
+        reason = verl_config.unavailable()
+        if reason:
+            print(f"{key}: verl's own config check of the train command was skipped: verl is not importable here "
+                  f"({reason}); the train jobs' environment (envs/gpu.yaml) checks it at their start", file=sys.stderr)
+            return []
+        refusal = verl_config.refusal(overrides)
+        if refusal is None:
+            verl_config.remember_passed(overrides)
+            return []
+        return [f"{key}: verl {verl_config.verl_version()} refuses the train command's overrides "
+                f"(dataflex_rl/backends/verl/overrides.py) — {refusal}. Fix the key it names: a study setting "
+                f"(training.*, {key}.rollout.*) or, for a key verl renamed, the overrides module; or run the verl "
+                f"version envs/gpu.yaml pins"]
+
     def score_resource_errors(self, key: str, entry: Mapping[str, Any], batch_size: int, max_new_tokens: int,
                               resources: Mapping[str, Any]) -> list[str]:
-        """vLLM scores on GPUs only: one engine over the score job's `gpu` GPUs (tensor parallel)."""
-        if int(resources.get("gpu") or 0) >= 1:
-            return []
+        """vLLM scores on GPUs only: one engine over the score job's `gpu` GPUs (tensor parallel: they must divide the
+        model's heads, where its config.json can be read)."""
+        gpus = int(resources.get("gpu") or 0)
+        if gpus >= 1:
+            heads = self._heads_problem(entry, gpus)
+            return [f"resources of rule score: gpu={gpus}, the tensor_parallel_size of {key}'s vLLM scoring engine, "
+                    f"{heads}; give the score rule one of them (profile set-resources or --set-resources "
+                    f"score:gpu=...)"] if heads else []
         return [f"resources of rule score: gpu={resources.get('gpu', 0)}, but {key} (backend verl) is scored with "
                 f"vLLM on GPUs; give the score rule gpu ≥ 1 (its default is {JOB_RESOURCES['score']['gpu']}: remove "
                 f"the override from the profile's set-resources or --set-resources)"]
@@ -107,7 +190,8 @@ class VerlBackend:
         train = resources.get("train", {})
         overrides = run_overrides("<models.<m>.path>", training, "<seed>", gpus=train.get("gpu", "<gpu>"),
                                   cpus=train.get("cpus_per_task", "<cpus>"), files=RunFiles.in_state(Path("<state>")),
-                                  attention="sdpa", experiment="<method>-seed<seed>")
+                                  attention="sdpa", experiment="<method>-seed<seed>",
+                                  rollout_engine=ROLLOUT_PLACEHOLDERS)
         command = textwrap.wrap(" ".join(["python", *verl_command(overrides)[1:]]), 110, break_long_words=False,
                                 break_on_hyphens=False)
         tokens, seed = evaluation["max_new_tokens"], evaluation.get("seed", 0)
@@ -139,7 +223,8 @@ class VerlBackend:
                              f"— give the train rule a `gpu` resource (the slurm profile's set-resources train:gpu)")
         return train_verl_run(model["path"], corpus=corpus, method=method, seed=seed, training=training, template=template,
                        out_model=out_model, out_metrics=out_metrics, state_dir=Path(state_dir), gpus=gpus,
-                       cpus=threads, prompt_cap=prompt_cap, target_domain=target_domain)
+                       cpus=threads, prompt_cap=prompt_cap, target_domain=target_domain,
+                       rollout_engine=filled(RolloutSettings, model.get("rollout")))
 
     def open_generator(self, model: Mapping[str, Any], *, model_dir, threads: int, gpus: int = 0):
         """A merged checkpoint (the merge job's Hugging Face directory), or the untrained `path` when None."""

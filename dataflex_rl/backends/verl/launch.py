@@ -25,6 +25,7 @@ from dataflex_rl.backends.verl.job import VerlRunJob
 from dataflex_rl.backends.verl.overrides import (DEFAULT_PROMPT_TOKENS, RunFiles, attention_implementation, run_overrides,
                                                  verl_command)
 from dataflex_rl.backends.verl.rollout_stops import write_rollout_generation_config
+from dataflex_rl.backends.verl.rollout import RolloutSettings
 from dataflex_rl.methods import MethodSpec
 from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.tasks.training_fit import check_prompts_per_step
@@ -158,7 +159,8 @@ def write_metrics(state_dir: Path, out_metrics, last_step: int, method: str, see
 
 def train_verl_run(model_path: str, *, corpus, method: MethodSpec, seed: int, training: GRPOSettings, template: str,
                    out_model, out_metrics, state_dir: Path, gpus: int, cpus: int, prompt_cap=None,
-                   target_domain: str | None = None) -> dict[str, str]:
+                   target_domain: str | None = None,
+                   rollout_engine: RolloutSettings = RolloutSettings()) -> dict[str, str]:
     """Train one run to `training.steps` (skipping verl when its final checkpoint is already in `state_dir`), then
     write the metrics and the final actor folder (`out_model`, FSDP shards plus `huggingface/`: the merge job's
     input). Returns the run's runtime facts: the attention kernel (flash-attn or sdpa, whichever was importable)."""
@@ -173,6 +175,7 @@ def train_verl_run(model_path: str, *, corpus, method: MethodSpec, seed: int, tr
         stops = write_rollout_generation_config(model_path, files.generation_config_dir)
         print(f"rollouts stop at token ids {stops} ({files.generation_config_dir})", file=sys.stderr, flush=True)
         run_verl(run_overrides(model_path, training, seed, gpus=gpus, cpus=cpus, files=files, attention=attention,
+                               rollout_engine=rollout_engine,
                                prompt_tokens=prompt_cap["tokens"] if prompt_cap else DEFAULT_PROMPT_TOKENS,
                                experiment=f"{method.name}-seed{seed}"), state_dir)
     write_metrics(state_dir, out_metrics, training.steps, method.name, seed, attention)

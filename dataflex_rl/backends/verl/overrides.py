@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Sequence
 
 from dataflex_rl.backends.verl.job import CONFIG_BLOCK
+from dataflex_rl.backends.verl.rollout import RolloutSettings
 from dataflex_rl.recipe import GRPOSettings
 
 TRAINER_MODE = "dataflex_rl"  # the name the plugin registers its PPOTrainerSync subclass under
@@ -63,8 +64,10 @@ def _attention(implementation: str) -> list[str]:
 
 
 def run_overrides(model_path: str, training: GRPOSettings, seed: int, *, gpus: int, cpus: int, files: RunFiles,
-                  attention: str, prompt_tokens: int = DEFAULT_PROMPT_TOKENS, experiment: str = "run") -> list[str]:
-    """The override list for one (model, method, seed) run on one node of `gpus` GPUs and `cpus` CPUs."""
+                  attention: str, rollout_engine: RolloutSettings = RolloutSettings(),
+                  prompt_tokens: int = DEFAULT_PROMPT_TOKENS, experiment: str = "run") -> list[str]:
+    """The override list for one (model, method, seed) run on one node of `gpus` GPUs and `cpus` CPUs, its vLLM
+    engine set by the model's `rollout_engine` settings."""
     actor = "actor_rollout_ref.actor"
     rollout = "actor_rollout_ref.rollout"
     return [
@@ -77,6 +80,10 @@ def run_overrides(model_path: str, training: GRPOSettings, seed: int, *, gpus: i
         f"{rollout}.n={training.rollouts}",
         f"{rollout}.temperature={training.temperature}",
         f"{rollout}.seed={seed}",
+        # the vLLM engine (models.<m>.rollout): verl's defaults are TP 2 at 0.5 of the GPU memory
+        f"{rollout}.tensor_model_parallel_size={rollout_engine.tensor_parallel_size}",
+        f"{rollout}.gpu_memory_utilization={rollout_engine.gpu_memory_utilization}",
+        f"{rollout}.enforce_eager={rollout_engine.enforce_eager}",
         f"{actor}.use_kl_loss=True",
         f"{actor}.kl_loss_coef={training.kl_coef}",
         f"{actor}.kl_loss_type={training.kl_kind}",
@@ -84,7 +91,9 @@ def run_overrides(model_path: str, training: GRPOSettings, seed: int, *, gpus: i
         f"{actor}.clip_ratio_low={training.clip_low}",
         f"{actor}.clip_ratio_high={training.clip_high}",
         f"{actor}.clip_ratio_c=3.0",  # the dual clip, as dataflex_rl.grpo.ppo_clip_token_loss applies it
-        f"{actor}.grad_clip={training.grad_clip}",
+        # the FSDP engine clips with optim.clip_grad (verl: workers/engine/fsdp/transformer_impl.py:795-808);
+        # actor.grad_clip is declared in verl 0.9.1's actor config but read nowhere
+        f"{actor}.optim.clip_grad={training.grad_clip}",
         f"{actor}.optim.lr={training.learning_rate}",
         # Eq. 1 (seq-mean-token-mean: with ppo_mini_batch_size == train_batch_size verl's global_batch_size is G·K,
         # so a dropped response stays in 1/(GK)), or the released runs' token-mean (training.loss_aggregation)

@@ -1,0 +1,52 @@
+"""A verl model's attention heads, read from its config.json without loading it or reaching the network: a local
+`path` directory's, or the Hugging Face cache's snapshot of a hub name. vLLM splits the heads and the key-value heads
+over its tensor-parallel GPUs, so the dry run checks that the TP divides both (VerlBackend)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import NamedTuple
+
+
+class Heads(NamedTuple):
+    attention: int
+    key_value: int
+
+
+def _config_file(path: str) -> Path | None:
+    local = Path(path)
+    if local.is_dir():
+        return local / "config.json" if (local / "config.json").is_file() else None
+    if path.startswith(("/", ".")) or path.count("/") != 1:
+        return None  # a local path that is not there (its own check names it), or not a hub name
+    from huggingface_hub import try_to_load_from_cache
+
+    cached = try_to_load_from_cache(path, "config.json")  # the cache only: no network
+    return Path(cached) if isinstance(cached, str) else None
+
+
+def model_heads(path: str) -> Heads | None:
+    """The heads of the model at `path` (a directory, or a hub name found in the local cache); None where its config
+    cannot be read or names no heads (a multimodal config nests them: not checked)."""
+    config_file = _config_file(path)
+    if config_file is None:
+        return None
+    try:
+        config = json.loads(config_file.read_text())
+    except (OSError, ValueError):
+        return None
+    heads = config.get("num_attention_heads")
+    if not isinstance(heads, int):
+        return None
+    key_value = config.get("num_key_value_heads") or heads  # absent: multi-head attention, one KV head per head
+    return Heads(heads, key_value)
+
+
+def tensor_parallel_problem(heads: Heads, tensor_parallel_size: int) -> str | None:
+    """Why `tensor_parallel_size` GPUs cannot split these heads (vLLM asserts that TP divides the attention heads,
+    and the KV heads unless TP is a multiple of them, which replicates each KV head), None where they can."""
+    if heads.attention % tensor_parallel_size:
+        return f"{heads.attention} attention heads"
+    if heads.key_value % tensor_parallel_size and tensor_parallel_size % heads.key_value:
+        return f"{heads.key_value} key-value heads"
+    return None

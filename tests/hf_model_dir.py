@@ -1,0 +1,19 @@
+"""A real Hugging Face model directory for the verl backend's dry-run checks: a tiny Qwen2 (config.json and
+safetensors weights, as save_pretrained writes them) and a word-level tokenizer; seconds to build, no download."""
+from pathlib import Path
+
+from tokenizers import Tokenizer
+from tokenizers.models import WordLevel
+from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+
+def save_hf_model_dir(directory: Path, heads: int = 2, kv_heads: int = 1) -> Path:
+    """A tiny Qwen2 with `heads` attention heads and `kv_heads` key-value heads (4 dimensions each), saved in
+    `directory` with its tokenizer."""
+    config = Qwen2Config(hidden_size=4 * heads, intermediate_size=16, num_hidden_layers=1, num_attention_heads=heads,
+                         num_key_value_heads=kv_heads, vocab_size=4)
+    Qwen2ForCausalLM(config).save_pretrained(directory)
+    vocabulary = {"[UNK]": 0, "a": 1, "b": 2, "c": 3}
+    PreTrainedTokenizerFast(tokenizer_object=Tokenizer(WordLevel(vocabulary, unk_token="[UNK]"))).save_pretrained(
+        directory)
+    return directory
