@@ -56,8 +56,12 @@ def check(what: str, ok: bool, detail: str = "") -> None:
 
 
 def study(out: Path) -> Study:
-    config = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
-    config["models"] = {"tiny": {"backend": "verl", "path": str(out / "base"), "rollout": ROLLOUT}}
+    """The one-GPU study (config/one_gpu.yaml) cut down to a smoke: its recipe and its one-GPU jobs, with the tiny
+    local model in the place of Qwen2.5-1.5B-Instruct (nothing is downloaded), 2 steps of 4 prompts, short answers."""
+    config = yaml.safe_load((REPO / "config/one_gpu.yaml").read_text())
+    (model,) = config["models"].values()
+    config["models"] = {"tiny": {"backend": "verl", "path": str(out / "base"), "rollout": ROLLOUT,
+                                 "resources": model["resources"]}}
     config["training"].update(steps=STEPS, prompts_per_step=PROMPTS, rollouts=ROLLOUTS,
                               max_new_tokens=MAX_NEW_TOKENS, checkpoint_every=1)
     config["methods"] = {"difffilter": {"policy": "difffilter"}}
