@@ -2,9 +2,10 @@
 train job composed with verl's `ppo_trainer` (Hydra's compose API), validated by verl's `validate_config`, built into
 the dataclasses verl's workers build (dataflex_rl.backends.verl.verl_config) — and every key we override is one
 verl 0.9.1 reads, found in its installed source, so a declared-but-unread key (0.9.1's `actor.grad_clip`) fails."""
-import ast
-import functools
 import re
+import shutil
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,9 +18,10 @@ from dataflex_rl.backends.verl.rollout import RolloutSettings
 from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.sections import filled
 from dataflex_rl.study import Study
+from hf_model_dir import save_hf_model_dir
 
 verl = pytest.importorskip("verl")
-from dataflex_rl.backends.verl import verl_config  # noqa: E402
+from dataflex_rl.backends.verl import verl_config, verl_reads  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 VERL = Path(verl.__file__).parent
@@ -129,90 +131,12 @@ def test_verl_refuses_an_unknown_key_naming_it(tmp_path):
 
 # --- every overridden key is read by verl 0.9.1 ----------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=None)
-def _reads(root: Path) -> dict[str, list[tuple[str, int, str | None]]]:
-    """Every read of a name in the Python source under `root`, by name: `x.name` (an attribute load),
-    `x["name"]`, `x.get("name")`/`x.pop("name")`, `getattr(x, "name")`, as (file, line, enclosing class where it
-    is `self.name`). Declarations are not reads: YAML files are not scanned, and a dataclass field (`name: int = 1`)
-    is an annotation, not an attribute load. Scanned once per session."""
-    reads: dict[str, list] = {}
-
-    class Reads(ast.NodeVisitor):
-        def __init__(self, file):
-            self.file, self.classes = file, []
-
-        def _add(self, name, node, owner=None):
-            reads.setdefault(name, []).append((self.file, node.lineno, owner))
-
-        def visit_ClassDef(self, node):
-            self.classes.append(node.name)
-            self.generic_visit(node)
-            self.classes.pop()
-
-        def visit_Attribute(self, node):
-            if isinstance(node.ctx, ast.Load):
-                is_self = isinstance(node.value, ast.Name) and node.value.id == "self"
-                self._add(node.attr, node, (self.classes[-1] if self.classes else None) if is_self else None)
-            self.generic_visit(node)
-
-        def visit_Subscript(self, node):
-            if isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
-                self._add(node.slice.value, node)
-            self.generic_visit(node)
-
-        def visit_Call(self, node):
-            function, args = node.func, node.args
-            method = isinstance(function, ast.Attribute) and function.attr in ("get", "pop") and args
-            builtin = isinstance(function, ast.Name) and function.id == "getattr" and len(args) > 1
-            name = args[0] if method else args[1] if builtin else None
-            if isinstance(name, ast.Constant) and isinstance(name.value, str):
-                self._add(name.value, node)
-            self.generic_visit(node)
-
-    for path in sorted(root.rglob("*.py")):
-        Reads(str(path.relative_to(root))).visit(ast.parse(path.read_text(), str(path)))
-    return reads
-
-
-# Keys verl reads other than by their own name, each with the line that reads it and the text on that line.
-INDIRECT = {
-    # interpolated into rollout.response_length, which the rollout reads by name
-    "data.max_response_length": ("trainer/config/rollout/rollout.yaml", 39, "${oc.select:data.max_response_length"),
-    # the whole ray_init block is ray.init's keyword arguments
-    "ray_kwargs.ray_init.num_cpus": ("trainer/main_ppo.py", 74, "ray.init(**OmegaConf.to_container(ray_init_kwargs))"),
-    # the whole reward_kwargs block is passed to the reward function as keywords
-    "reward.custom_reward_function.reward_kwargs.seed": ("trainer/ppo/reward.py", 82,
-                                                         'reward_fn_config.get("reward_kwargs", {})'),
-}
 # Our own block, read by the plugin's trainer (not by verl)
 OURS = {"dataflex_rl.job_file": REPO / "dataflex_rl/backends/verl/trainer.py"}
 
 
-def _section_classes(cfg, key: str) -> set[str]:
-    """The class names (with their bases) of the dataclass verl builds the section holding `key` into (its
-    `_target_`), whose own `self.<leaf>` reads belong to that section."""
-    from hydra.utils import get_class
-
-    node = cfg
-    for part in key.split(".")[:-1]:
-        node = node.get(part) if node is not None else None
-    target = node.get("_target_") if node is not None and hasattr(node, "get") else None
-    return {cls.__name__ for cls in get_class(target).__mro__} if target else set()
-
-
 def _unread_keys(overrides: list[str]) -> list[str]:
-    cfg = verl_config.compose(overrides)
-    reads = _reads(VERL)
-    unread = []
-    for override in overrides:
-        key = override.split("=", 1)[0].lstrip("+")
-        leaf = key.rsplit(".", 1)[-1]
-        if key in INDIRECT or key in OURS:
-            continue
-        owners = _section_classes(cfg, key)
-        if not any(owner is None or owner in owners for _, _, owner in reads.get(leaf, [])):
-            unread.append(key)
-    return unread
+    return verl_reads.unread_keys(verl_config.compose(overrides), overrides)
 
 
 def test_every_overridden_key_of_every_shipped_study_is_one_verl_reads(tmp_path):
@@ -230,7 +154,7 @@ def test_the_reads_check_fails_on_the_key_verl_declares_but_never_reads(tmp_path
     assert _unread_keys([*overrides, "+actor_rollout_ref.actor.optim.grad_clip=0.5"]) == []  # optimizer.py reads it
 
 
-@pytest.mark.parametrize("key, where", sorted(INDIRECT.items()))
+@pytest.mark.parametrize("key, where", sorted(verl_reads.INDIRECT.items()))
 def test_each_key_read_indirectly_is_read_on_the_line_cited(key, where):
     file, line, text = where
     assert text in (VERL / file).read_text().splitlines()[line - 1]
@@ -239,4 +163,53 @@ def test_each_key_read_indirectly_is_read_on_the_line_cited(key, where):
 def test_our_own_block_is_read_by_the_plugins_trainer():
     for key, module in OURS.items():
         leaf = key.rsplit(".", 1)[-1]
-        assert leaf in _reads(module.parent) and any(file == module.name for file, _, _ in _reads(module.parent)[leaf])
+        reads = verl_reads.source_reads(module.parent)
+        assert leaf in reads and any(file == module.name for file, _, _ in reads[leaf])
+
+
+def test_verls_own_check_refuses_a_key_it_declares_but_never_reads(tmp_path):
+    overrides = run_overrides("m", GRPOSettings(), 1, gpus=1, cpus=2, files=RunFiles.in_state(tmp_path),
+                              attention="sdpa")
+    assert verl_config.refusal(overrides) is None
+    assert verl_config.refusal([*overrides, "actor_rollout_ref.actor.grad_clip=0.5"]) == (
+        "no code of verl reads actor_rollout_ref.actor.grad_clip: verl's config declares it, so the setting would "
+        "silently change nothing")
+
+
+# What a dry run reads of the repository: Snakemake puts the Snakefile's folder first on sys.path, so a copy of these
+# runs the package beside it
+WORKFLOW = ("Snakefile", "rules", "config", "profiles", "envs", "workflow_scripts", "report", "dataflex_rl")
+
+
+def _dry_run(code: Path) -> str:
+    """The real `snakemake -n` of the smoke study on a local verl model, with the workflow and package in `code`."""
+    result = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--snakefile",
+                             str(code / "Snakefile"), "--directory", str(code / "study"), "--configfile",
+                             str(code / "study/config.yaml"), "--set-resources", "train:gpu=1"],
+                            capture_output=True, text=True, timeout=600)
+    return f"rc {result.returncode}\n{result.stdout}{result.stderr}"
+
+
+def test_the_dry_run_refuses_an_override_verl_never_reads_before_planning(tmp_path):
+    """A planted fault: a copy of the workflow whose train command sets actor.grad_clip again, as the backend once
+    did. The real dry run refuses it, naming the key, before any job is planned; the workflow as shipped passes."""
+    shipped, planted = tmp_path / "shipped", tmp_path / "planted"
+    config = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
+    config["models"] = {"qwen": {"backend": "verl", "path": "./tiny-verl"}}
+    for copy in (shipped, planted):
+        copy.mkdir()
+        shutil.copy(REPO / "Snakefile", copy)
+        for folder in WORKFLOW[1:]:
+            shutil.copytree(REPO / folder, copy / folder, ignore=shutil.ignore_patterns("__pycache__"))
+        save_hf_model_dir(copy / "study/tiny-verl")
+        (copy / "study/config.yaml").write_text(yaml.safe_dump(config))
+    module = planted / "dataflex_rl/backends/verl/overrides.py"
+    text = module.read_text()
+    assert text.count('f"{actor}.optim.clip_grad=') == 1
+    module.write_text(text.replace('f"{actor}.optim.clip_grad=', 'f"{actor}.grad_clip='))
+    refused = _dry_run(planted)
+    assert refused.startswith("rc 1") and "Building DAG of jobs" not in refused, refused[-3000:]
+    assert ("models.qwen: verl 0.9.1 refuses the train command's overrides (dataflex_rl/backends/verl/overrides.py) — "
+            "no code of verl reads actor_rollout_ref.actor.grad_clip") in refused, refused[-3000:]
+    passed = _dry_run(shipped)
+    assert passed.startswith("rc 0") and "Building DAG of jobs" in passed, passed[-3000:]

@@ -1,6 +1,7 @@
 """verl 0.9.1's own view of a train job's overrides, without Ray or a GPU: its `ppo_trainer` config composed with
 Hydra's compose API (as `python -m verl.trainer.main_ppo` does: verl trainer/main_ppo.py:166), its `validate_config`
-(verl utils/config.py:88), and the dataclasses its workers build from the result (`worker_configs`). The dry run runs
+(verl utils/config.py:88), the dataclasses its workers build from the result (`worker_configs`), and whether verl reads
+every key at all (dataflex_rl.backends.verl.verl_reads). The dry run runs
 this once per verl model (VerlBackend.train_resource_errors), so an override verl refuses stops the study before any
 job is planned; tests/test_verl_config.py runs it on every shipped config.
 
@@ -81,10 +82,13 @@ def worker_configs(cfg) -> dict[str, Any]:
 
 
 def refusal(overrides: Sequence[str]) -> str | None:
-    """What verl says against `overrides` (composition, validation or a worker's dataclass), None where it accepts
-    them. verl must be importable (`unavailable`)."""
+    """What verl says against `overrides` (composition, validation or a worker's dataclass), or the keys among them
+    that it declares but never reads (dataflex_rl.backends.verl.verl_reads); None where it accepts them. verl must be
+    importable (`unavailable`)."""
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
+
+    from dataflex_rl.backends.verl.verl_reads import unread_keys
 
     with _quiet():
         try:
@@ -92,6 +96,10 @@ def refusal(overrides: Sequence[str]) -> str | None:
             worker_configs(cfg)
         except (HydraException, OmegaConfBaseException, AssertionError, ValueError, TypeError) as error:
             return f"{type(error).__name__}: {' '.join(str(error).split())}"
+        unread = unread_keys(cfg, overrides)
+    if unread:
+        return (f"no code of verl reads {', '.join(unread)}: verl's config declares "
+                f"{'it' if len(unread) == 1 else 'them'}, so the setting would silently change nothing")
     return None
 
 
