@@ -518,12 +518,34 @@ def _largest_selection_round(config: Mapping[str, Any]) -> SelectionSize | None:
                          rollouts=max(max(r["rollouts_candidate"], r["rollouts_validation"]) for r in rounds))
 
 
+# The resources that count something: each must be a whole number, however it was given (a profile's YAML, the
+# command line's --set-resources, which passes text).
+COUNTED_RESOURCES = {"threads": "threads", "cpus_per_task": "CPUs", "mem_mb": "megabytes", "gpu": "GPUs",
+                     "runtime": "minutes", "nodes": "nodes"}
+
+
+def resource_type_errors(resources: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """A counted resource given as anything but a whole number (gpu=2.5, mem_mb=abc), named with the rule, before any
+    check reads it as a number."""
+    errors = []
+    for rule, values in resources.items():
+        for key, unit in COUNTED_RESOURCES.items():
+            value = values.get(key)
+            if value is None or isinstance(value, int) and not isinstance(value, bool) and value >= 0 \
+                    or isinstance(value, str) and value.strip().isdigit():
+                continue
+            errors.append(f"resources of rule {rule}: {key}={value!r} is not a whole number of {unit}; give a "
+                          f"non-negative integer (e.g. --set-resources {rule}:{key}=<integer>, or in the profile)")
+    return errors
+
+
 def resource_errors(config: Mapping[str, Any], resources: Mapping[str, Mapping[str, Any]],
                     workdir: str | Path = ".") -> list[str]:
     """Problems with the resource requests of the rules that have jobs: `resources` maps a rule to its effective
     values (threads, gpu, cpus_per_task, mem_mb, runtime, slurm_partition, nodes; absent where unset), as Snakemake
     merged them from the rule, the profile's default-resources/set-resources/set-threads and the command line.
 
+    - a counted resource that is not a whole number (`resource_type_errors`; the other checks need numbers);
     - a training batch larger than the corpus (`corpus_size_errors`; corpus files resolved against `workdir`);
     - what each model's backend requires of its train and score jobs (`train_resource_errors`,
       `score_resource_errors`; embedded: the estimated peak memory within `mem_mb`; verl: the responses of a step
@@ -531,6 +553,9 @@ def resource_errors(config: Mapping[str, Any], resources: Mapping[str, Mapping[s
     - a job asking for fewer CPUs than its threads;
     - with `cluster.partitions`: a job's partition must be one of them and its request within the partition's limits.
     """
+    type_errors = resource_type_errors(resources)
+    if type_errors:
+        return type_errors
     training = filled(GRPOSettings, config["training"])
     evaluation = filled(EvaluationSettings, config.get("evaluation"))
     errors = corpus_size_errors(config, Path(workdir)) if "train" in resources else []

@@ -101,7 +101,7 @@ class ModelSpec:
     name: str
     backend: str
     settings: Mapping[str, Any]
-    resources: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    resources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def job_resources(self, rule: str) -> dict[str, Any]:
         """A `rule` job's resources: the backend's defaults (Backend.job_resources), then the model's own."""

@@ -85,13 +85,18 @@ def run_outputs():
 
 def backend_resources(rule):
     """What a job of `rule` asks of its machine on the study's backends (Backend.job_resources, then the model's own
-    `models.<m>.resources`), the largest value of each resource over the study's models; none for the embedded
-    backend unless a model says so, so its rules keep Snakemake's and the profile's defaults. A profile's
-    set-resources or --set-resources overrides them."""
-    merged = {}
-    for model in STUDY.models.values():
+    `models.<m>.resources`), the largest value of each resource over the study's models (a partition: the one they
+    share); none for the embedded backend unless a model says so, so its rules keep Snakemake's and the profile's
+    defaults. A profile's set-resources or --set-resources overrides them."""
+    merged, asked_by = {}, {}
+    for name, model in STUDY.models.items():
         for key, value in model.job_resources(rule).items():
-            merged[key] = max(merged.get(key, value), value)
+            if isinstance(value, str) and merged.get(key, value) != value:
+                raise ValueError(f"models.{asked_by[key]} and models.{name} put their {rule} jobs on other "
+                                 f"{key}s ({merged[key]!r}, {value!r}), and one rule has one; give both models' "
+                                 f"resources.{rule}.{key} the same value, or set it with --set-resources {rule}:{key}=")
+            merged[key] = value if isinstance(value, str) else max(merged.get(key, value), value)
+            asked_by.setdefault(key, name)
     return merged
 
 

@@ -321,6 +321,22 @@ CASES = [
          ("resources of rule score: gpu=3, the tensor_parallel_size of models.qwen's vLLM scoring engine, does not "
           "divide the 4 attention heads of './tiny-verl'", "the sizes that split them are [1, 2, 4]"),
          args=("--set-resources", "train:gpu=1", "score:gpu=3")),
+    Case("verl train job without a GPU", _verl(prompts_per_step=8),
+         ("resources of rule train: gpu=0, but models.qwen (backend verl) trains on GPUs; give the train rule gpu ≥ 1",),
+         args=(*SLURM, "--set-resources", "train:gpu=0")),
+    Case("a fractional GPU count", _verl(prompts_per_step=8),
+         ("resources of rule train: gpu='2.5' is not a whole number of GPUs; give a non-negative integer",),
+         args=(*SLURM, "--set-resources", "train:gpu=2.5")),
+    Case("memory that is not a number", _unchanged,
+         ("resources of rule train: mem_mb='abc' is not a whole number of megabytes",),
+         args=("--set-resources", "train:mem_mb=abc")),
+    Case("two models on other GPU partitions",
+         lambda config, workdir: config.update(models={
+             "qwen": {"backend": "verl", "path": "Qwen/Qwen2.5-7B",
+                      "resources": {"train": {"slurm_partition": "a100"}}},
+             "llama": {"backend": "verl", "path": "meta-llama/Llama-3.1-8B"}}),
+         ("models.qwen and models.llama put their train jobs on other slurm_partitions ('a100', 'gpu')",
+          "--set-resources train:slurm_partition=")),
     Case("verl score job without a GPU", _verl(), ("resources of rule score: gpu=0, but models.qwen (backend verl) is "
                                                    "scored with vLLM on GPUs; give the score rule gpu ≥ 1",),
          args=("--set-resources", "score:gpu=0")),

@@ -79,3 +79,16 @@ def test_the_embedded_default_plans_no_merge_and_no_gpu(tmp_path):
     assert "gpu=" not in output
     scored = re.findall(r"^rule score:\n    input: (.*)$", output, re.MULTILINE)
     assert scored and all("/model" in line and "/merged" not in line for line in scored)
+
+
+def test_the_readmes_override_on_the_command_line_keeps_the_gpu_jobs_on_the_gpu_partition(tmp_path):
+    """A command-line --set-resources replaces the profile's whole set-resources block; the GPU jobs' partition comes
+    with their own resources, so it stays, while the profile's other per-rule settings (decontaminate's memory) go,
+    as Snakemake documents."""
+    result = dry_run(tmp_path, "--profile", "profiles/slurm", *PAPER, "--set-resources", "train:gpu=4")
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    train, score, merge = (job_resources(output, rule) for rule in ("train", "score", "merge"))
+    assert "slurm_partition=gpu" in train and "gpu=4" in train and "slurm_partition=gpu" in score
+    assert "slurm_partition=cpu" in merge
+    assert re.search(r"^    train +156 .* gpu$", output, re.MULTILINE)  # the summary's partition column

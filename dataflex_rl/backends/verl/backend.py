@@ -23,17 +23,23 @@ from dataflex_rl.sections import filled
 UNSUPPORTED_FAMILIES = ("prompt_selection",)
 
 
-# What a verl job asks of its machine (rules/common.smk gives these to the rules; a profile's set-resources or
-# --set-resources overrides them, the site's partition and account live in profiles/slurm). Sized for the paper's
+# What a verl job asks of its machine (rules/common.smk gives these to the rules, after a model's own
+# `models.<m>.resources`; a profile's set-resources or --set-resources overrides them; the site's default partition
+# and account live in profiles/slurm). The GPU jobs name their Slurm partition here, with the GPUs they ask for, so
+# that a command-line --set-resources, which replaces the profile's whole set-resources block, cannot send them to
+# the CPU partition; a site whose GPU partition has another name sets it per model (models.<m>.resources.<rule>.
+# slurm_partition) or with --set-resources. Sized for the paper's
 # 7B model on the released recipe's 8 GPUs, which take its 64 prompts × 5 rollouts = 320 responses per step evenly
 # (verl requires it, and the dry run checks it); its 48 hours hold 300 steps at the released pace. Merging gathers the
 # FSDP shards in CPU memory; scoring runs one vLLM engine on one GPU (7B in bfloat16 fits; TP = gpu).
+GPU_PARTITION = "gpu"
 JOB_RESOURCES = {
-    "train": {"gpu": 8, "cpus_per_task": 40, "mem_mb": 320000, "runtime": 2880},
+    "train": {"gpu": 8, "cpus_per_task": 40, "mem_mb": 320000, "runtime": 2880, "slurm_partition": GPU_PARTITION},
     "merge": {"cpus_per_task": 8, "mem_mb": 128000, "runtime": 60},
-    "score": {"gpu": 1, "cpus_per_task": 8, "mem_mb": 64000, "runtime": 120},
+    "score": {"gpu": 1, "cpus_per_task": 8, "mem_mb": 64000, "runtime": 120, "slurm_partition": GPU_PARTITION},
     # the low_utility regime's solve rates: the untrained base samples K answers per corpus prompt in vLLM
-    "solve_rates": {"gpu": 1, "cpus_per_task": 8, "mem_mb": 64000, "runtime": 240},
+    "solve_rates": {"gpu": 1, "cpus_per_task": 8, "mem_mb": 64000, "runtime": 240,
+                    "slurm_partition": GPU_PARTITION},
 }
 
 
@@ -90,8 +96,11 @@ class VerlBackend:
         """The step's batch over the GPUs (`_batch_errors`), the rollout's tensor parallelism over the GPUs and the
         model's heads (`_rollout_errors`), then, where those pass, verl's own check of the train command's overrides
         (`_verl_config_errors`)."""
-        if not resources.get("gpu"):
-            return []
+        if not int(resources.get("gpu") or 0):
+            return [f"resources of rule train: gpu={resources.get('gpu', 0)}, but {key} (backend verl) trains on "
+                    f"GPUs; give the train rule gpu ≥ 1 (its default is {JOB_RESOURCES['train']['gpu']}: remove the "
+                    f"override from the profile's set-resources or --set-resources, or set "
+                    f"{key}.resources.train.gpu)"]
         errors = (self._batch_errors(training, int(resources["gpu"]))
                   + self._rollout_errors(key, entry, int(resources["gpu"])))
         return errors or self._verl_config_errors(key, entry, training, resources)
