@@ -92,9 +92,11 @@ def backend_resources(rule):
     for name, model in STUDY.models.items():
         for key, value in model.job_resources(rule).items():
             if isinstance(value, str) and merged.get(key, value) != value:
-                raise ValueError(f"models.{asked_by[key]} and models.{name} put their {rule} jobs on other "
-                                 f"{key}s ({merged[key]!r}, {value!r}), and one rule has one; give both models' "
-                                 f"resources.{rule}.{key} the same value, or set it with --set-resources {rule}:{key}=")
+                raise ValueError(
+                    f"models.{asked_by[key]} and models.{name} put their {rule} jobs on other "
+                    f"{key}s ({merged[key]!r}, {value!r}), and one rule has one; give both models' "
+                    f"resources.{rule}.{key} the same value, or set it with --set-resources {rule}:{key}="
+                )
             merged[key] = value if isinstance(value, str) else max(merged.get(key, value), value)
             asked_by.setdefault(key, name)
     return merged

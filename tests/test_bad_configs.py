@@ -335,7 +335,7 @@ CASES = [
              "qwen": {"backend": "verl", "path": "Qwen/Qwen2.5-7B",
                       "resources": {"train": {"slurm_partition": "a100"}}},
              "llama": {"backend": "verl", "path": "meta-llama/Llama-3.1-8B"}}),
-         ("models.qwen and models.llama put their train jobs on other slurm_partitions ('a100', 'gpu')",
+         ("models.llama and models.qwen put their train jobs on other slurm_partitions ('gpu', 'a100')",
           "--set-resources train:slurm_partition=")),
     Case("verl score job without a GPU", _verl(), ("resources of rule score: gpu=0, but models.qwen (backend verl) is "
                                                    "scored with vLLM on GPUs; give the score rule gpu ≥ 1",),
