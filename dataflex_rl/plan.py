@@ -68,6 +68,16 @@ def _campaign_lines(study: Study) -> list[str]:
     return lines
 
 
+def _unused_lines(study: Study, config: Mapping[str, Any]) -> list[str]:
+    """The models and regimes the config declares that no campaign uses, and which therefore nothing builds."""
+    used_regimes = {regime for campaign in study.campaigns for regime in campaign.regimes}
+    unused = {"models": [name for name in config["models"] if name not in study.models],
+              "regimes": [name for name in study.regimes if name not in used_regimes]}
+    parts = [f"{kind} {', '.join(names)}" for kind, names in unused.items() if names]
+    return [f"  declared but in no campaign, so not built: {'; '.join(parts)} (add them to a campaign's models or "
+            f"regimes, or remove them)"] if parts else []
+
+
 def _methods_table(study: Study) -> list[str]:
     rows = []
     for name, method in study.methods.items():
@@ -107,7 +117,7 @@ def matrix_summary(study: Study, config: Mapping[str, Any], jobs: Mapping[str, i
         lines.append(f"  tables from the records in {study.records_file!r}: no training or scoring (target: tables)")
     else:
         training = study.training
-        lines += _campaign_lines(study)
+        lines += _campaign_lines(study) + _unused_lines(study, config)
         lines.append(f"  GRPO {training.prompts_per_step} prompts × K={training.rollouts} per step; "
                      f"corpus domains {', '.join(corpus_domains(config))}")
         lines += [f"  regime {name}: {spec.transform}({', '.join(f'{k}={v}' for k, v in spec.params.items())}), "

@@ -20,6 +20,7 @@ from typing import Any, Mapping
 
 from dataflex_rl import layout
 from dataflex_rl.backends.base import get_backend
+from dataflex_rl.benchmarks.registry import registry_order
 from dataflex_rl.methods import MethodSpec
 from dataflex_rl.layout import FULL_DATA, UNTRAINED, parse_run, run_id, run_name, study_cell
 from dataflex_rl.policies.catalogue import CATALOGUE
@@ -424,9 +425,10 @@ class Study:
 
     @_memoised
     def clean_corpus_slice(self) -> dict[str, Any]:
-        """The decontaminated corpus: the corpus, every benchmark it is checked against, and the detector."""
+        """The decontaminated corpus: the corpus, every benchmark it is checked against (in the registry's order: a
+        reordered `benchmarks.names` builds the same corpus, so it retrains nothing), and the detector."""
         picked = {**self.corpus_slice(), **_flat("decontamination", asdict(self.decontamination)),
-                  "benchmarks.names": list(self.benchmarks.names)}
+                  "benchmarks.names": registry_order(self.benchmarks.names)}
         for benchmark in self.benchmarks.names:
             picked.update({k: v for k, v in self.benchmark_slice(benchmark).items() if k != "benchmark"})
         return _sorted(picked)

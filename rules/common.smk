@@ -8,6 +8,7 @@ from snakemake.utils import validate
 from dataflex_rl import layout
 from dataflex_rl.backends.base import get_backend
 from dataflex_rl.benchmarks.paths import benchmark_paths
+from dataflex_rl.benchmarks.registry import registry_order
 from dataflex_rl.config_checks import config_errors, resource_errors
 from dataflex_rl.config_yaml import config_yaml_errors
 from dataflex_rl.evaluate.benchmark_fit import benchmark_token_caps
@@ -35,7 +36,7 @@ validate(config, schema="../config/schema.yaml")
 STUDY = Study.from_config(config)
 RUNS = STUDY.runs
 MODELS = list(STUDY.models)
-BENCHMARKS = list(STUDY.benchmarks.names)
+BENCHMARKS = registry_order(STUDY.benchmarks.names)  # a reordered benchmarks.names changes no job
 HUB_BENCHMARKS = hub_benchmarks(STUDY, lambda path: Path(path).is_file())
 TRAINED_RUN = layout.trained_run_pattern(STUDY.methods, STUDY.regimes)
 

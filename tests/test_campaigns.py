@@ -143,3 +143,18 @@ def test_the_campaign_path_runs_end_to_end_on_the_smoke_study(tmp_path):
     curve = pd.read_csv(tables / "scale_curve.csv")  # difffilter, at full data and the fewest steps of each model
     assert curve["method"].tolist() == ["difffilter"]
     assert set(curve.columns) == {"method", "control", "tiny-qwen2@main", "tiny-qwen2-small@scale_curve"}
+
+
+def test_the_summary_names_the_models_and_regimes_no_campaign_uses(tmp_path):
+    """A declared model or regime that no campaign trains is not built; the dry run says so instead of staying
+    silent."""
+    config = config_of("config/smoke.yaml")
+    config["models"]["spare-qwen2"] = config["models"]["tiny-qwen2"]
+    config["regimes"] = {"noisy": {"transform": "noisy_rewards", "fraction": 0.5, "p": 0.5, "seed": 1},
+                         "spare_subset": {"transform": "subset", "fraction": 0.5, "seed": 1}}
+    config["campaigns"] = {"main": {"models": ["tiny-qwen2"], "regimes": ["full", "noisy"]}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    output = dry_run("--cores", "1", "--configfile", str(tmp_path / "config.yaml"), "--directory", str(tmp_path))
+    assert ("declared but in no campaign, so not built: models spare-qwen2; regimes spare_subset (add them to a "
+            "campaign's models or regimes, or remove them)") in output
+    assert "declared but in no campaign" not in dry_run("--cores", "1", "--configfile", "config/smoke.yaml")

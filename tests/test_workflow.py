@@ -98,6 +98,7 @@ REPLANNED = {
     "data_validation.corpus.max_prompt_tokens": 500, "data_validation.corpus.max_answer_tokens": 500,
     "data_validation.benchmarks.max_prompt_tokens": 500, "data_validation.benchmarks.max_answer_tokens": 500,
     "data_validation.corpus.max_answer_chars": 1999,
+    "benchmarks.names": SMOKE["benchmarks"]["names"][::-1],
 }
 EXPECTED = {
     **{f"training.{key}": {"train": 8, "score": 8, **AFTER_TRAIN} for key in (
@@ -110,6 +111,7 @@ EXPECTED = {
     "evaluation.batch_size": {"score": 9, "parse_gate": 1, "records": 1, "tables": 1, "all": 1},
     "evaluation.min_parse_rate": {"records": 1, "tables": 1, "all": 1},
     "evaluation.seed": {},  # greedy decoding draws nothing
+    "benchmarks.names": {},  # the same benchmarks in another order: the same corpus, scores and tables
     "decontamination.threshold": {"decontaminate": 1, **AFTER_BASE},
     "corpus.items_per_domain": {"corpus": 1, "decontaminate": 1, **AFTER_BASE},
     "corpus.seed": {"corpus": 1, "decontaminate": 1, **AFTER_BASE},

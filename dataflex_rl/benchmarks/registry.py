@@ -144,6 +144,13 @@ def get_benchmark(name: str) -> Benchmark:
         raise ValueError(f"unknown benchmark {name!r}; known: {', '.join(sorted(REGISTRY))}") from None
 
 
+def registry_order(names) -> list[str]:
+    """Benchmark names in the registry's order: a set of benchmarks written one way, whatever order a config lists
+    them in (the decontaminated corpus depends on which benchmarks it is checked against, not on their order)."""
+    position = {name: index for index, name in enumerate(REGISTRY)}
+    return sorted(names, key=position.__getitem__)
+
+
 def get_source(name: str) -> TaskSource:
     """A corpus source by name (every embedded stand-in is one)."""
     benchmark = get_benchmark(name)
