@@ -10,9 +10,9 @@ provenance record its job wrote (dataflex_rl.provenance). The expectations come 
              report names every config key whose value differs (recorded → current).
 A record row is stale when its fingerprint is not that of the score on disk for the current study, or its
 `package_versions` differ from the packages installed now. Stale results are named, so they are never reused silently.
-What a trained run ran with that no setting fixes (its provenance `runtime`: the embedded trainer's thread count,
-verl's attention kernel) is reported beside, value by value, since runs that differ in it are not bit-reproducible from
-one another.
+What a run's weights were trained with that no setting fixes (the provenance `runtime` of a trained run or a built
+base: the embedded thread count, verl's attention kernel) is reported beside, value by value, since runs that differ in
+it are not bit-reproducible from one another.
 """
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ def _cell(root: Path, cell: Mapping[str, Any], records: pd.DataFrame | None,
             "status": status, "missing": [a["kind"] for a in artefacts if a["state"] == "missing"],
             "damaged": [line for a in artefacts for line in a["damage"]], "stale": stale, "changed_keys": changed,
             "artefacts": artefacts, "recorded_benchmarks": len(recorded),
-            "runtime": next((a["runtime"] for a in artefacts if a["kind"] == "training"), {}),
+            "runtime": next((a["runtime"] for a in artefacts if a["kind"] in ("base model", "training")), {}),
             "unrecorded_benchmarks": [b for b in cell["benchmarks"] if b not in recorded], "records": record_state}
 
 
@@ -192,7 +192,7 @@ def _stale_detail(cell: Mapping[str, Any]) -> str:
 
 
 def _runtime_lines(cells: list[dict]) -> list[str]:
-    """One line per runtime key of the trained runs: each value with its number of runs, most runs first, naming the
+    """One line per runtime key of the cells' weights: each value with its number of runs, most runs first, naming the
     runs of every value but that first one."""
     runs: dict[str, dict[str, list[str]]] = {}
     for cell in cells:

@@ -163,19 +163,20 @@ def test_records_whose_fingerprint_is_not_the_scores_are_stale(tmp_path):
 
 
 def test_the_runtime_runs_were_trained_with_is_reported_by_value(tmp_path):
-    """Each trained run's provenance `runtime` (outside its fingerprint) is in its cell, and the Markdown lists each
-    value with its runs, naming those of the less common values."""
+    """The provenance `runtime` (outside the fingerprint) of each cell's weights, trained or a built base, is in its
+    cell, and the Markdown lists each value with its runs, naming those of the less common values."""
     config = study_config()
     facts = build_tree(tmp_path, config)
-    for run, threads in (("baseline/seed1", 1), ("baseline/seed2", 2), ("softmax/seed1", 1)):
-        path = tmp_path / layout.train_provenance(MODEL, run_path(run))
+    for run, threads in (("untrained", 1), ("baseline/seed1", 1), ("baseline/seed2", 2), ("softmax/seed1", 1)):
+        path = tmp_path / layout.scored_model_provenance(MODEL, run_path(run))
         path.write_text(json.dumps({**json.loads(path.read_text()), "runtime": {"threads": threads}}))
     report = audit_study(facts["current"].expected_artefacts(), tmp_path, installed=facts["installed"])
     cells = {cell["run_id"]: cell for cell in report["cells"]}
     assert cells[f"{MODEL}/baseline/seed2"]["runtime"] == {"threads": 2}
-    assert cells[f"{MODEL}/untrained"]["runtime"] == {} and cells[f"{MODEL}/softmax/seed2"]["runtime"] == {}
+    assert cells[f"{MODEL}/untrained"]["runtime"] == {"threads": 1}
+    assert cells[f"{MODEL}/softmax/seed2"]["runtime"] == {}
     assert report["counts"]["stale"] == 2  # the runtime is no setting: nothing more is stale
-    assert (f"- threads: 1 (2 runs); 2 (1 run: {MODEL}/baseline/seed2)"
+    assert (f"- threads: 1 (3 runs); 2 (1 run: {MODEL}/baseline/seed2)"
             in render_markdown(report).split("## Training runtime")[1])
 
 

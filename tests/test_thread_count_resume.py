@@ -1,6 +1,7 @@
 """A run killed under one thread count and resumed under another, through Snakemake itself: Snakemake scales a job's
 threads down to `--cores`, so `threads_per_job: 2` trains with 1 under `--cores 1`. The resume is refused (the two
-counts give different weights), and a rerun that gives the job its recorded count again finishes and records it."""
+counts give different weights), and a rerun that gives the job its recorded count again finishes and records it, as
+the base model's build records its own."""
 import json
 import os
 import subprocess
@@ -59,3 +60,5 @@ def test_a_run_resumed_under_fewer_cores_is_refused_and_resumes_under_its_own(tm
     assert "resuming from step 2" in log.read_text()
     record = json.loads((work / layout.train_provenance("tiny-qwen2", RUN)).read_text())
     assert record["runtime"] == {"threads": 2}
+    base = json.loads((work / layout.scored_model_provenance("tiny-qwen2", layout.UNTRAINED)).read_text())
+    assert base["runtime"] == {"threads": 2}  # the base's warm-up trained with the job's threads too
