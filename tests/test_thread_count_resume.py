@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from dataflex_rl import layout
@@ -39,6 +40,7 @@ def _train(tmp_path: Path, cores: int, fault: str | None = None) -> subprocess.C
                            str(tmp_path / "work"), MODEL], capture_output=True, text=True, env=env)
 
 
+@pytest.mark.slow
 def test_a_run_resumed_under_fewer_cores_is_refused_and_resumes_under_its_own(tmp_path):
     work = tmp_path / "work"
     killed = _train(tmp_path, cores=2, fault="after_checkpoint:2")
