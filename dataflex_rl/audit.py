@@ -10,6 +10,9 @@ provenance record its job wrote (dataflex_rl.provenance). The expectations come 
              report names every config key whose value differs (recorded → current).
 A record row is stale when its fingerprint is not that of the score on disk for the current study, or its
 `package_versions` differ from the packages installed now. Stale results are named, so they are never reused silently.
+What a run's weights were trained with that no setting fixes (the provenance `runtime` of a trained run or a built
+base: the embedded thread count, verl's attention kernel) is reported beside, value by value, since runs that differ in
+it are not bit-reproducible from one another.
 """
 from __future__ import annotations
 
@@ -39,7 +42,8 @@ def _artefact(root: Path, artefact: Mapping[str, Any]) -> dict[str, Any]:
     found = [(root / path).exists() for path in artefact["files"]]
     record_path = root / artefact["provenance"]
     entry = {"kind": artefact["kind"], "benchmark": artefact.get("benchmark"), "provenance": artefact["provenance"],
-             "expected": fingerprint(artefact["settings"]), "recorded": None, "changed": {}, "damage": []}
+             "expected": fingerprint(artefact["settings"]), "recorded": None, "changed": {}, "damage": [],
+             "runtime": {}}
     if not any(found) and not record_path.exists():
         return {**entry, "state": "missing"}
     try:
@@ -47,7 +51,7 @@ def _artefact(root: Path, artefact: Mapping[str, Any]) -> dict[str, Any]:
         entry["damage"] = damage(record, record_path)
     except DamagedArtefactError as error:
         return {**entry, "state": "damaged", "damage": [str(error)]}
-    entry["recorded"] = record["fingerprint"]
+    entry["recorded"], entry["runtime"] = record["fingerprint"], record.get("runtime", {})
     if not all(found) or entry["damage"]:
         return {**entry, "state": "damaged"}
     if record["fingerprint"] != entry["expected"]:
@@ -98,6 +102,7 @@ def _cell(root: Path, cell: Mapping[str, Any], records: pd.DataFrame | None,
             "status": status, "missing": [a["kind"] for a in artefacts if a["state"] == "missing"],
             "damaged": [line for a in artefacts for line in a["damage"]], "stale": stale, "changed_keys": changed,
             "artefacts": artefacts, "recorded_benchmarks": len(recorded),
+            "runtime": next((a["runtime"] for a in artefacts if a["kind"] in ("base model", "training")), {}),
             "unrecorded_benchmarks": [b for b in cell["benchmarks"] if b not in recorded], "records": record_state}
 
 
@@ -186,6 +191,22 @@ def _stale_detail(cell: Mapping[str, Any]) -> str:
     return "; ".join(detail)
 
 
+def _runtime_lines(cells: list[dict]) -> list[str]:
+    """One line per runtime key of the cells' weights: each value with its number of runs, most runs first, naming the
+    runs of every value but that first one."""
+    runs: dict[str, dict[str, list[str]]] = {}
+    for cell in cells:
+        for key, value in cell["runtime"].items():
+            runs.setdefault(key, {}).setdefault(str(value), []).append(cell["run_id"])
+    lines = []
+    for key, by_value in sorted(runs.items()):
+        ordered = sorted(by_value.items(), key=lambda item: (-len(item[1]), item[0]))
+        parts = [f"{value} ({len(ids)} run{'s' if len(ids) > 1 else ''}" + ("" if i == 0 else ": " + ", ".join(ids))
+                 + ")" for i, (value, ids) in enumerate(ordered)]
+        lines.append(f"- {key}: " + "; ".join(parts))
+    return lines
+
+
 def render_markdown(report: Mapping[str, Any]) -> str:
     counts = report["counts"]
     lines = [
@@ -215,6 +236,9 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         lines.append("none")
     lines += ["", "## Damaged artefacts", ""]
     lines += [f"- {line}" for cell in report["cells"] for line in cell["damaged"]] or ["none"]
+    runtime = _runtime_lines(report["cells"])
+    if runtime:
+        lines += ["", "## Training runtime (recorded in provenance, fixed by no setting)", "", *runtime]
     if report["records_not_in_matrix"]:
         lines += ["", "## Records of runs outside the current matrix", "",
                   *[f"- {rid}" for rid in report["records_not_in_matrix"]]]

@@ -29,12 +29,13 @@ def _base_input(base) -> dict[str, dict[str, str]]:
 def build_base_model(job: Mapping[str, Any], settings: Mapping[str, Any], *, corpus, out_dir,
                      threads: int = 1, prompt_cap=None, answer_cap=None) -> None:
     """Build the base model directory with its provenance inside, atomically (a sibling temporary directory, renamed
-    once complete)."""
+    once complete). The provenance's runtime records the thread count: the warm-up's weights depend on it."""
     with atomic_directory(out_dir) as tmp:
         get_backend(job["model"]["backend"]).build_base_model(job["model"], corpus=corpus, out_dir=tmp,
                                                               template=job["template"], threads=threads,
                                                               prompt_cap=prompt_cap, answer_cap=answer_cap)
-        write_provenance(tmp / PROVENANCE, settings, [tmp], inputs={"corpus": plain_input(corpus)})
+        write_provenance(tmp / PROVENANCE, settings, [tmp], inputs={"corpus": plain_input(corpus)},
+                         runtime={"threads": threads})
 
 
 def measure_base_solve_rates(job: Mapping[str, Any], *, base, corpus, out, threads: int = 1, gpus: int = 0) -> None:

@@ -162,6 +162,24 @@ def test_records_whose_fingerprint_is_not_the_scores_are_stale(tmp_path):
     assert cell["stale"] == ["records"] and cell["records"]["fingerprint_mismatch"] == ["syllogism"]
 
 
+def test_the_runtime_runs_were_trained_with_is_reported_by_value(tmp_path):
+    """The provenance `runtime` (outside the fingerprint) of each cell's weights, trained or a built base, is in its
+    cell, and the Markdown lists each value with its runs, naming those of the less common values."""
+    config = study_config()
+    facts = build_tree(tmp_path, config)
+    for run, threads in (("untrained", 1), ("baseline/seed1", 1), ("baseline/seed2", 2), ("softmax/seed1", 1)):
+        path = tmp_path / layout.scored_model_provenance(MODEL, run_path(run))
+        path.write_text(json.dumps({**json.loads(path.read_text()), "runtime": {"threads": threads}}))
+    report = audit_study(facts["current"].expected_artefacts(), tmp_path, installed=facts["installed"])
+    cells = {cell["run_id"]: cell for cell in report["cells"]}
+    assert cells[f"{MODEL}/baseline/seed2"]["runtime"] == {"threads": 2}
+    assert cells[f"{MODEL}/untrained"]["runtime"] == {"threads": 1}
+    assert cells[f"{MODEL}/softmax/seed2"]["runtime"] == {}
+    assert report["counts"]["stale"] == 2  # the runtime is no setting: nothing more is stale
+    assert (f"- threads: 1 (3 runs); 2 (1 run: {MODEL}/baseline/seed2)"
+            in render_markdown(report).split("## Training runtime")[1])
+
+
 def test_audit_of_an_empty_tree_lists_every_cell_as_missing(tmp_path):
     report = audit_study(Study.from_config(study_config()).expected_artefacts(), tmp_path)
     assert report["counts"] == {"complete": 0, "partial": 0, "missing": 5, "cells": 5, "stale": 0, "damaged": 0,

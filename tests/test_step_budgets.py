@@ -44,3 +44,35 @@ def test_a_longer_budget_continues_and_a_shorter_one_is_rebuilt_from_its_own_end
     assert "budget3.pt" in capfd.readouterr().err
     pd.testing.assert_frame_equal(again_metrics, short_metrics)  # 3 steps: not the 5-step state
     assert _same_weights(again, short)
+
+
+def test_a_line_continued_under_another_thread_count_is_refused(tiny, tmp_path):
+    """The checkpoint records the thread count its steps were trained with: a longer budget under another count is
+    refused, naming the state folder and both counts; rebuilding the finished shorter budget trains nothing, so any
+    count may do it, and it reports the recorded count."""
+    line = tmp_path / "line"
+    short, short_metrics = _train(tiny, line, steps=3)  # tiny_base trains with 1 thread
+    assert short.threads == 1 and torch.load(line / "checkpoint.pt", weights_only=False)["threads"] == 1
+    torch.set_num_threads(2)
+    try:
+        with pytest.raises(RuntimeError, match=rf"training state {line} was trained with 1 thread\(s\) up to step 3, "
+                                               r"and this job has 2: .* delete .* to train the run afresh with 2"):
+            _train(tiny, line, steps=5)
+        again, again_metrics = _train(tiny, line, steps=3)
+    finally:
+        torch.set_num_threads(1)
+    assert again.threads == 1
+    pd.testing.assert_frame_equal(again_metrics, short_metrics)
+    assert torch.load(line / "checkpoint.pt", weights_only=False)["step"] == 3  # the refused resume wrote nothing
+
+
+def test_a_checkpoint_without_a_thread_count_resumes_with_the_jobs_count(tiny, tmp_path, capfd):
+    """A state folder written before checkpoints recorded their thread count resumes, saying so."""
+    line = tmp_path / "line"
+    _train(tiny, line, steps=3)
+    state = torch.load(line / "checkpoint.pt", weights_only=False)
+    del state["threads"]
+    torch.save(state, line / "checkpoint.pt")
+    long, _ = _train(tiny, line, steps=4)
+    assert "records no thread count" in capfd.readouterr().err
+    assert long.threads == 1 and torch.load(line / "checkpoint.pt", weights_only=False)["threads"] == 1

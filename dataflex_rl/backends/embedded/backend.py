@@ -137,9 +137,9 @@ class EmbeddedBackend:
               target_domain: str | None = None, gpus: int = 0) -> dict[str, Any]:
         from dataflex_rl.backends.embedded.trainer import train_run
 
-        train_run(base, corpus, method, seed, training, template, out_model, out_metrics, state_dir, threads=threads,
-                  prompt_cap=prompt_cap, target_domain=target_domain)
-        return {}  # everything a run depends on is in its settings
+        trained_with = train_run(base, corpus, method, seed, training, template, out_model, out_metrics, state_dir,
+                                 threads=threads, prompt_cap=prompt_cap, target_domain=target_domain)
+        return {"threads": trained_with}  # the one thing besides its settings that its weights depend on
 
     def open_generator(self, model: Mapping[str, Any], *, model_dir, threads: int, gpus: int = 0):
         from dataflex_rl.backends.embedded.generation import EmbeddedGenerator

@@ -8,6 +8,10 @@ every `checkpoint_every` steps, so a run killed at any point and rerun ends bit-
 from Python's or numpy's global RNG: the prompt stream owns its `random.Random`s and the matched-random control of a
 selection derives its generator from the seed and the batch's prompt ids.
 
+The checkpoint also records torch's intra-op thread count: CPU kernels split their sums by it, so one run trained with
+1 and with 2 threads drifts apart within tens to hundreds of steps (torch's deterministic mode does not change that),
+and a resume under another count is refused rather than mixing the two.
+
 A batch whose rewards, advantages, loss or gradient norm is not finite stops the run with a FloatingPointError before
 its update is applied, after checkpointing the state before that step.
 """
@@ -82,6 +86,7 @@ class EmbeddedGRPOTrainer:
             temperature = self.policy.selector.policy.options["score_temperature"] or settings.temperature
             self.probe = EmbeddedProbe(self, temperature)
         self.generator = torch.Generator().manual_seed(seed)
+        self.threads = torch.get_num_threads()  # what the run's steps are trained with; a resume keeps the recorded one
         self.step = 0
         self.metrics: list[dict] = []
         self.fault = FaultPlan.from_environment()
@@ -100,6 +105,7 @@ class EmbeddedGRPOTrainer:
     def state_dict(self) -> dict:
         return {
             "step": self.step,
+            "threads": self.threads,
             "model": self.model.state_dict(),
             "optimiser": self.optimiser.state_dict(),
             **self._draw_state(),
@@ -114,14 +120,35 @@ class EmbeddedGRPOTrainer:
         with atomic_path(path) as tmp, open(tmp, "wb") as handle:
             torch.save(obj, self.fault.writer(handle, fault_point, self.step))
 
-    def _restore(self, state: dict) -> None:
-        """Resume from a loaded checkpoint; the caller keys the state folder by the run's settings and inputs
-        (dataflex_rl.jobs.training_state), so a checkpoint found there belongs to this configuration."""
+    def _restore(self, state: dict, path: Path) -> None:
+        """Resume from the checkpoint loaded from `path`; the caller keys the state folder by the run's settings and
+        inputs (dataflex_rl.jobs.training_state), so a checkpoint found there belongs to this configuration."""
+        self.threads = self._resumed_threads(state, path)
         self.model.load_state_dict(state["model"])
         self.optimiser.load_state_dict(state["optimiser"])
         self._load_draw_state(state)
         self.metrics = list(state["metrics"])
         self.step = int(state["step"])
+
+    def _resumed_threads(self, state: dict, path: Path) -> int:
+        """The thread count of a run resumed from `path`: the one its checkpoint recorded. Training further steps
+        with another count is refused (those steps would give other weights than either count alone); rebuilding a
+        finished run's outputs trains nothing, so any count may do it. A checkpoint written before thread counts
+        were recorded continues with this process's count."""
+        recorded, step = state.get("threads"), int(state["step"])
+        if recorded is None:
+            print(f"{path} records no thread count (written before checkpoints recorded one); continuing with "
+                  f"{self.threads}", file=sys.stderr)
+            return self.threads
+        if recorded != self.threads and step < self.settings.steps:
+            raise RuntimeError(
+                f"training state {path.parent} was trained with {recorded} thread(s) up to step {step}, and this "
+                f"job has {self.threads}: torch's CPU sums depend on the thread count, so the remaining steps would "
+                f"give weights that match neither a run with {recorded} nor one with {self.threads}. Rerun with the "
+                f"job given {recorded} thread(s) again (threads_per_job: {recorded} and --cores {recorded} or more: "
+                f"Snakemake scales a job's threads down to --cores), or delete {path.parent} to train the run afresh "
+                f"with {self.threads}")
+        return int(recorded)
 
     # --- one GRPO step -----------------------------------------------------------------------------------------
     def train_step(self) -> dict:
@@ -207,7 +234,7 @@ class EmbeddedGRPOTrainer:
         start = self._resume_point(Path(state_dir), checkpoint)
         if start is not None:
             path, state = start
-            self._restore(state)
+            self._restore(state, path)
             print(f"resuming from step {self.step} of {path}", file=sys.stderr)
         bar = tqdm(total=self.settings.steps, initial=self.step, desc=f"GRPO {self.method.name} seed {self.seed}",
                    disable=not progress, mininterval=5)
@@ -256,10 +283,11 @@ class EmbeddedGRPOTrainer:
 
 def train_run(base_dir, corpus_path, method: MethodSpec, seed: int, settings: GRPOSettings, template: str,
               out_model, out_metrics, state_dir, threads: int = 1, progress: bool = True, prompt_cap=None,
-              target_domain: str | None = None) -> None:
+              target_domain: str | None = None) -> int:
     """Train one (model, method, seed) run; write its final model directory (Hugging Face layout, loadable by
-    transformers or vLLM like the base) and its per-step metrics, each atomically. Before the first step, the corpus
-    the run trains on must hold one step's prompts, each within `prompt_cap` tokens (dataflex_rl.tasks.training_fit)."""
+    transformers or vLLM like the base) and its per-step metrics, each atomically; return the thread count its steps
+    were trained with. Before the first step, the corpus the run trains on must hold one step's prompts, each within
+    `prompt_cap` tokens (dataflex_rl.tasks.training_fit)."""
     torch.set_num_threads(threads)
     corpus = pd.read_parquet(corpus_path)
     check_prompts_per_step(len(corpus), settings.prompts_per_step, str(corpus_path))
@@ -276,3 +304,4 @@ def train_run(base_dir, corpus_path, method: MethodSpec, seed: int, settings: GR
         trainer.tokenizer.save_pretrained(tmp)
     trainer.fault.reached("after_final_weights", trainer.step)
     write_parquet(out_metrics, metrics)
+    return trainer.threads
