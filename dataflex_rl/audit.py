@@ -13,6 +13,12 @@ A record row is stale when its fingerprint is not that of the score on disk for 
 What a run's weights were trained with that no setting fixes (the provenance `runtime` of a trained run or a built
 base: the embedded thread count, verl's attention kernel) is reported beside, value by value, since runs that differ in
 it are not bit-reproducible from one another.
+
+The records table and the tables are shared outputs: another config run in the same folder (a campaign overlay)
+rebuilds them for its own matrix while every cell of this study stays complete. The report's headline says so first:
+the records were built from another config when they hold runs outside this study's matrix or lack any of its runs
+(this config's records job records every run), and the tables when their provenance record names other settings or
+other records than the records file holds now.
 """
 from __future__ import annotations
 
@@ -23,9 +29,10 @@ from typing import Any, Mapping
 import pandas as pd
 
 from dataflex_rl.atomic import write_json, write_text
-from dataflex_rl.provenance import DamagedArtefactError, damage, fingerprint, read_provenance
+from dataflex_rl.provenance import DamagedArtefactError, damage, file_digest, fingerprint, read_provenance
 from dataflex_rl.package_versions import package_versions
 from dataflex_rl.records_import import load_records
+from dataflex_rl.report.outputs import table_paths
 
 _MISSING = "(absent)"
 
@@ -136,6 +143,44 @@ def _study_cells(expected: Mapping[str, Any], cells: list[dict]) -> list[dict[st
     return rows
 
 
+def _records_origin(records_file: str, cells: list[dict], outside: list[str]) -> dict[str, Any] | None:
+    """How the records table differs from the one this config's records job writes (every run of the matrix, no
+    other), or None when it does not."""
+    covered = sum(not cell["unrecorded_benchmarks"] for cell in cells)
+    if not outside and covered == len(cells):
+        return None
+    return {"file": records_file, "runs_outside_matrix": len(outside), "runs_covered": covered, "runs": len(cells)}
+
+
+def _tables_origin(root: Path, tables: Mapping[str, Any], records_foreign: bool) -> dict[str, Any] | None:
+    """Why the study's tables were not built by this config from this config's records, or None: no provenance
+    record, other settings (the keys), other records than the file holds now, the file's records when they are
+    another config's (`records_foreign`), or files changed since."""
+    record_path = root / tables["provenance"]
+    if not record_path.exists():
+        if any(Path(path).is_file() for path in table_paths(root / tables["dir"])):
+            return {"dir": tables["dir"], "problems": [f"no provenance record ({tables['provenance']}): which config "
+                                                       "and records built them is unknown"]}
+        return None
+    try:
+        record = read_provenance(record_path)
+    except DamagedArtefactError as error:
+        return {"dir": tables["dir"], "problems": [str(error)]}
+    problems = []
+    if record["fingerprint"] != fingerprint(tables["settings"]):
+        problems.append("built with other settings: " + "; ".join(
+            f"{key}: {_value(old)} → {_value(new)}"
+            for key, (old, new) in changed_keys(record["settings"], tables["settings"]).items()))
+    records = root / tables["records"]
+    read = record.get("inputs", {}).get("records", {}).get("sha256")
+    if read != (file_digest(records) if records.is_file() else None):
+        problems.append(f"built from other records than {tables['records']} holds now")
+    elif records_foreign:
+        problems.append(f"built from the records in {tables['records']}, which are another config's")
+    problems += damage(record, record_path)
+    return {"dir": tables["dir"], "problems": problems} if problems else None
+
+
 def audit_study(expected: Mapping[str, Any], root: str | Path = ".", installed: str | None = None) -> dict[str, Any]:
     """The audit report of the study whose expectations are `expected` (`Study.expected_artefacts()`) under `root`
     (the workflow's working directory). `installed`: the `package_versions.package_versions()` JSON to compare records with
@@ -151,6 +196,7 @@ def audit_study(expected: Mapping[str, Any], root: str | Path = ".", installed: 
     stale = [c["run_id"] for c in cells if c["stale"]]
     damaged = [c["run_id"] for c in cells if c["damaged"]]
     counts = {status: sum(c["status"] == status for c in cells) for status in ("complete", "partial", "missing")}
+    records_origin = _records_origin(expected["records"], cells, extra) if records is not None else None
     return {
         "study": expected["study"],
         "records_file": expected["records"] if records is not None else None,
@@ -163,6 +209,8 @@ def audit_study(expected: Mapping[str, Any], root: str | Path = ".", installed: 
         "stale_runs": stale,
         "damaged_runs": damaged,
         "records_not_in_matrix": extra,
+        "built_elsewhere": {"records": records_origin,
+                            "tables": _tables_origin(root, expected["tables"], records_origin is not None)},
     }
 
 
@@ -205,12 +253,27 @@ def _runtime_lines(cells: list[dict]) -> list[str]:
                  + ")" for i, (value, ids) in enumerate(ordered)]
         lines.append(f"- {key}: " + "; ".join(parts))
     return lines
+def _headline(built_elsewhere: Mapping[str, Any]) -> list[str]:
+    """The lines that come before the counts: which shared outputs another config built."""
+    records, tables = built_elsewhere["records"], built_elsewhere["tables"]
+    lines = []
+    if records:
+        lines.append(f"- `{records['file']}` was built from another config: it holds the records of "
+                     f"{records['runs_outside_matrix']} run(s) outside this study's matrix and covers "
+                     f"{records['runs_covered']} of its {records['runs']} runs.")
+    if tables:
+        lines.append(f"- The tables in `{tables['dir']}` are not this config's: {'; '.join(tables['problems'])}.")
+    if not lines:
+        return []
+    return ["**Built from another config — not this study's results.** Rebuild them with this config "
+            "(`snakemake --cores N --configfile <this config>`) before reading them.", "", *lines, ""]
 
 
 def render_markdown(report: Mapping[str, Any]) -> str:
     counts = report["counts"]
     lines = [
         f"# Audit of study `{report['study']}`", "",
+        *_headline(report["built_elsewhere"]),
         f"{counts['cells']} cells (runs and untrained bases): {counts['complete']} complete, {counts['partial']} "
         f"partial, {counts['missing']} missing; {counts['stale']} stale; {counts['damaged']} damaged; "
         f"{counts['unmatched_comparisons']} comparison(s) with unmatched seeds. "

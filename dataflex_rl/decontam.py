@@ -20,6 +20,10 @@ exact test only: a one- or two-word phrase inside a longer prompt is a coinciden
 
 The number test exists because procedural generators (reasoning-gym) emit siblings from one template that differ only
 in their numbers; they share most n-grams, yet each is a different problem and must stay in the corpus.
+
+Both sides are first reduced to the text a reader sees (_rendered): chat-formatted corpora wrap items in markdown
+emphasis, HTML tags or LaTeX text styles, whose "*" and "<...>" would otherwise read as operators that differ, so a
+copy would count as a sibling. Headers, list markers, "_" and "$" need no rule: they are punctuation, dropped anyway.
 """
 from __future__ import annotations
 
@@ -52,6 +56,21 @@ _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 # A quoted text is content, like a number: the letter r in "free the witness" is another problem than in "more do".
 _QUOTED = re.compile(r'"([^"\n]+)"|\u201c([^\u201d\n]+)\u201d')
 _OPERATOR_WORD = re.compile(r"^[+\-*/=<>^%×÷]$")
+# Markdown emphasis: a run of one to three "*" that opens after a space, "(", "[" or a quote and closes, the same run,
+# before a space, closing punctuation or the end, around text that neither starts nor ends with a space (it may span
+# lines: chat corpora bold whole multi-paragraph questions). A "*" between operands ("2*3*4", "(a+b)*(c+d)*2",
+# "5 * 3 * 2") is multiplication and stays, and so is one beside a LaTeX brace ("\begin{align*}", "\log^{*}").
+_EMPHASIS = re.compile(r"(?<![^\s(\[\"'])(\*{1,3})(?=[^\s*])(.+?)(?<=[^\s*])\1(?![^\s)\]\"'.,;:!?])", re.S)
+# HTML tags by name, with attributes only as name=value: "a<b and c>d" is two comparisons, not a tag. Block tags end a
+# line; inline ones vanish ("H<sub>2</sub>O" reads "H2O").
+_HTML_TAG = re.compile(
+    r"</?(p|div|br|hr|h[1-6]|ul|ol|li|blockquote|pre|table|thead|tbody|tr|td|th|section|article|header|footer|"
+    r"b|i|u|s|em|strong|span|sup|sub|a|small|mark|code|font|del|ins|q)"
+    r"(?:\s+[\w:-]+\s*=\s*(?:\"[^\"<>]*\"|'[^'<>]*'|[^\s\"'<>]+))*\s*/?>", re.I)
+_HTML_INLINE = {"b", "i", "u", "s", "em", "strong", "span", "sup", "sub", "a", "small", "mark", "code", "font", "del",
+                "ins", "q"}
+# LaTeX text styles: their argument is the text; its braces are punctuation.
+_LATEX_STYLE = re.compile(r"\\(?:text(?:bf|it|sl|sc|tt|up|md)|emph|underline)(?![a-z])", re.I)
 # The two one-letter English words; any other single letter in a problem is a symbol (a variable, the letter counted).
 _WORDS_OF_ONE_LETTER = {"a", "i"}
 
@@ -72,7 +91,7 @@ def _normal_forms(text: str) -> tuple[str, str]:
     option ("D) 2400 Put your answer in a box") would move that option, and the item's n-grams with it, when sorted,
     and a line that a re-spaced copy happens to start with "g: 1 - 4*g" would lose its variable to label stripping.
     """
-    text = unicodedata.normalize("NFKC", text).casefold().replace("\u2212", "-")
+    text = _rendered(unicodedata.normalize("NFKC", text).casefold().replace("\u2212", "-"))
     lines, options, labelled = [], [], False
     for line in text.splitlines():
         label = _OPTION_LABEL.match(line)
@@ -84,6 +103,17 @@ def _normal_forms(text: str) -> tuple[str, str]:
             options = []
     exact = _clean("\n".join(lines + sorted(options)))
     return exact, (_clean(text) if labelled else exact)
+
+
+def _rendered(text: str) -> str:
+    """The text with its formatting markup removed: markdown emphasis, HTML tags, LaTeX text styles."""
+    if "<" in text:
+        text = _HTML_TAG.sub(lambda tag: "" if tag[1].lower() in _HTML_INLINE else "\n", text)
+    if "\\" in text:
+        text = _LATEX_STYLE.sub(" ", text)
+    while "*" in text and (stripped := _EMPHASIS.sub(r"\2", text)) != text:  # again for emphasis inside emphasis
+        text = stripped
+    return text
 
 
 def _clean(text: str) -> str:

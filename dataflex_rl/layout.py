@@ -162,6 +162,10 @@ def tables_dir(study: str) -> str:
     return f"{RESULTS}/tables/{study}"
 
 
+def tables_provenance(study: str) -> str:
+    return f"{tables_dir(study)}/{PROVENANCE}"
+
+
 def training_curves(study: str) -> str:
     return f"{tables_dir(study)}/figures/training_curves.png"
 

@@ -514,6 +514,14 @@ class Study:
         return _sorted({**self.weights_slice(model, run), **self.benchmark_slice(benchmark),
                         "prompt_template": self.template, **self._evaluation_slice()})
 
+    def tables_slice(self) -> dict[str, Any]:
+        """The study's tables: the records they read (which the tables' provenance names by checksum) and the statistics
+        settings; the study name says whose config built them, where two configs share a tables folder."""
+        stats = {key: value for key, value in _flat("stats", asdict(self.stats)).items() if key != "stats.curve_window"}
+        return _sorted({"study": str(self.name), "records_file": self.records_file, **stats,
+                        "evaluation.max_cut_share": self.evaluation.max_cut_share,
+                        **{f"methods.{method}.control": control for method, control in self.controls().items()}})
+
     # --- what the audit expects on disk ----------------------------------------------------------------------------
     def _artefacts(self, model: str, run: str, benchmarks: list[str]) -> list[dict[str, Any]]:
         artefacts = []
@@ -560,6 +568,8 @@ class Study:
                               "artefacts": self._artefacts(cell.model, run, benchmarks)})
         return {"study": self.name, "controls": self.controls(),
                 "records": layout.RECORDS, "cells": cells,
+                "tables": {"dir": layout.tables_dir(self.name), "provenance": layout.tables_provenance(self.name),
+                           "records": self.records_file or layout.RECORDS, "settings": self.tables_slice()},
                 "cell_methods": {cell.name: list(dict.fromkeys(run.method for run in cell.runs))
                                  for cell in self.cells()},
                 "cell_campaigns": {cell.name: cell.campaign for cell in self.cells()}}

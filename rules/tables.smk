@@ -11,6 +11,8 @@ rule tables:
             report(path, caption=f"../report/{Path(path).stem}.rst", category="Study tables and figures")
             for path in figure_paths(TABLES_DIR)
         ],
+        # which records (by checksum) and settings built them: the audit says when they are another config's
+        provenance=layout.tables_provenance(STUDY.name),
     log:
         f"logs/tables/{STUDY.name}.log",
     benchmark:
@@ -26,6 +28,7 @@ rule tables:
         seed_counts=list(STUDY.stats.mde_seed_counts),
         pairing=STUDY.stats.pairing,
         max_cut_share=STUDY.evaluation.max_cut_share,
+        settings=STUDY.tables_slice(),
     script:
         "../workflow_scripts/tables.py"
 

@@ -2,8 +2,10 @@
 
 Each edit kind turns an item into a training prompt that still holds it: wrapped in an instruction template, prefixed
 "Question:", followed by an answer-format or a chain-of-thought instruction, re-cased, re-spaced, punctuation spaced
-out, one word dropped, one word changed. A dropped or changed word is a word of letters outside quotes: a changed number
-or quoted text makes a different problem (a template sibling), which must stay in the corpus.
+out, one word dropped, one word changed, or wrapped in formatting markup as chat-formatted corpora are (markdown
+emphasis, headings and list markers, HTML tags, LaTeX text styles). A dropped or changed word is a word of letters
+outside quotes: a changed number or quoted text makes a different problem (a template sibling), which must stay in the
+corpus, in markup or not.
 """
 from __future__ import annotations
 
@@ -52,6 +54,17 @@ SUFFIXES = ["Answer with only the final result.", "Answer with the letter of the
             "Answer with a single word or number, and nothing else."]
 CHAIN_OF_THOUGHT = ["Let's think step by step.", "Think step by step, then give the final answer on its own line.",
                     "First explain your reasoning, then state the answer."]
+# Formatting markup around an item, by kind: what a chat-formatted corpus wraps a question in.
+MARKUP = {
+    "markdown_emphasis": ["**{item}**", "*{item}*", "***{item}***", "_{item}_", "__{item}__", "**Question:** {item}",
+                          "*Problem.* {item}"],
+    "markdown_heading_list": ["# {item}", "## Problem 3\n\n{item}", "- {item}", "* {item}", "+ {item}", "1. {item}",
+                              "### Exercise\n1. {item}"],
+    "html": ["<p>{item}</p>", "<b>{item}</b>", "<strong>{item}</strong>", '<div class="question">{item}</div>',
+             "<ol><li>{item}</li></ol>", "<p><em>Question:</em><br/>{item}</p>", "<h3>Problem</h3>\n<p>{item}</p>"],
+    "latex": ["\\textbf{{{item}}}", "\\emph{{{item}}}", "\\textit{{{item}}}", "\\underline{{{item}}}",
+              "\\textbf{{Problem.}} {item}"],
+}
 REPLACEMENTS = ["banana", "quietly", "purple", "seventh"]  # words no item below uses in the changed position
 _WORD = re.compile(r"^[A-Za-z]{2,}$")
 _SENTENCE_PUNCT = re.compile(r"([.,;:?!])(?=\s|$)")
@@ -98,6 +111,7 @@ EDITS = {
     "punctuation_spaced": lambda item, rng: _SENTENCE_PUNCT.sub(r" \1", item),
     "word_dropped": _word_dropped,
     "word_changed": _word_changed,
+    **{kind: (lambda item, rng, forms=forms: rng.choice(forms).format(item=item)) for kind, forms in MARKUP.items()},
 }
 
 

@@ -16,9 +16,10 @@ import yaml
 
 from dataflex_rl import layout
 from dataflex_rl.audit import audit_study, render_markdown
-from dataflex_rl.provenance import fingerprint, write_provenance
+from dataflex_rl.provenance import fingerprint, plain_input, write_provenance
 from dataflex_rl.package_versions import package_versions
 from dataflex_rl.records import records_frame, summarise_items
+from dataflex_rl.report.outputs import table_paths
 from dataflex_rl.study import Study
 
 REPO = Path(__file__).resolve().parents[1]
@@ -87,19 +88,24 @@ def build_tree(root: Path, config: dict) -> dict:
     _write(root / WEIGHTS.format(run=run_path("softmax/seed2")), b"weights")
     installed = package_versions()
     other_torch = json.dumps({**json.loads(installed), "torch": "0.0.1"}, separators=(",", ":"))
+    write_records(root, [("untrained", installed), ("baseline/seed1", installed), ("baseline/seed2", installed),
+                         ("softmax/seed1", other_torch), ("oldmethod/seed1", installed)])
+    return {"installed": installed, "current": current}
+
+
+def write_records(root: Path, runs: list[tuple[str, str]], model: str = MODEL) -> None:
+    """The records table of (run, package versions JSON) pairs, each row with the fingerprint of its score on disk,
+    recorded under the cell name `model` (a campaign overlay records the same runs as "<model>@<campaign>")."""
     rows = []
-    for run, versions in (("untrained", installed), ("baseline/seed1", installed), ("baseline/seed2", installed),
-                          ("softmax/seed1", other_torch), ("oldmethod/seed1", installed)):
+    for run, versions in runs:
         key = layout.parse_run(run_path(run))
-        method, seed = key.method, key.seed
         for bench in BENCHMARKS:
             record = root / layout.score_provenance(MODEL, run_path(run), bench)
             recorded = json.loads(record.read_text())["fingerprint"] if record.exists() else "0" * 64
-            rows.append(summarise_items(ITEMS, model=MODEL, method=method, seed=seed, benchmark=bench,
-                                        domain=DOMAINS[bench], steps=3 if seed else 0, fingerprint=recorded,
+            rows.append(summarise_items(ITEMS, model=model, method=key.method, seed=key.seed, benchmark=bench,
+                                        domain=DOMAINS[bench], steps=3 if key.seed else 0, fingerprint=recorded,
                                         package_versions=versions))
     _write(root / layout.RECORDS, records_frame(rows))
-    return {"installed": installed, "current": current}
 
 
 def check_report(report: dict, installed: str) -> None:
@@ -178,6 +184,57 @@ def test_the_runtime_runs_were_trained_with_is_reported_by_value(tmp_path):
     assert report["counts"]["stale"] == 2  # the runtime is no setting: nothing more is stale
     assert (f"- threads: 1 (3 runs); 2 (1 run: {MODEL}/baseline/seed2)"
             in render_markdown(report).split("## Training runtime")[1])
+def write_tables(root: Path, study: Study) -> None:
+    """The study's tables as its tables job leaves them: a table file and the provenance record naming the settings
+    and the records file it read."""
+    table = _write(root / table_paths(layout.tables_dir(study.name))[0], b"method,score\n")
+    write_provenance(root / layout.tables_provenance(study.name), study.tables_slice(), [table],
+                     inputs={"records": plain_input(root / layout.RECORDS)})
+
+
+def test_the_headline_says_first_when_records_or_tables_are_another_configs(tmp_path):
+    """A campaign overlay run in the same folder rebuilds the shared records table for its own cells (here the same
+    runs recorded as "tiny-qwen2@main", and one more) and, under the same study name, the tables: every cell of this
+    study stays complete and current, so only the headline can say that what the records and tables show is not
+    this study's results."""
+    config = study_config()
+    study = Study.from_config(config)
+    runs = ["untrained", "baseline/seed1", "baseline/seed2", "softmax/seed1", "softmax/seed2"]
+    for run in runs:
+        _build_run(tmp_path, study, run)
+    installed = package_versions()
+    write_records(tmp_path, [(run, installed) for run in runs])
+    write_tables(tmp_path, study)
+    expected = study.expected_artefacts()
+    report = audit_study(expected, tmp_path, installed=installed)
+    assert report["counts"]["complete"] == 5 and report["counts"]["stale"] == 0
+    assert report["built_elsewhere"] == {"records": None, "tables": None}
+    assert "another config" not in render_markdown(report)
+
+    write_records(tmp_path, [(run, installed) for run in runs + ["oldmethod/seed1"]], model=f"{MODEL}@main")
+    report = audit_study(expected, tmp_path, installed=installed)
+    assert report["counts"]["complete"] == 5 and report["counts"]["stale"] == 0  # what the counts alone said
+    assert report["built_elsewhere"] == {
+        "records": {"file": layout.RECORDS, "runs_outside_matrix": 6, "runs_covered": 0, "runs": 5},
+        "tables": {"dir": "results/tables/audited",
+                   "problems": ["built from other records than results/records/records.parquet holds now"]}}
+    markdown = render_markdown(report)
+    headline = markdown.index("**Built from another config — not this study's results.**")
+    assert headline < markdown.index("5 cells (runs and untrained bases): 5 complete")
+    assert ("- `results/records/records.parquet` was built from another config: it holds the records of 6 run(s) "
+            "outside this study's matrix and covers 0 of its 5 runs.") in markdown
+
+    overlay = copy.deepcopy(config)
+    overlay.setdefault("stats", {})["confidence"] = 0.9
+    write_tables(tmp_path, Study.from_config(overlay))  # the overlay's tables job, from the overlay's records
+    assert audit_study(expected, tmp_path, installed=installed)["built_elsewhere"]["tables"]["problems"] == [
+        "built with other settings: stats.confidence: 0.9 → 0.95",
+        "built from the records in results/records/records.parquet, which are another config's"]
+
+    (tmp_path / layout.tables_provenance("audited")).unlink()  # tables from before tables recorded provenance
+    (problem,) = audit_study(expected, tmp_path, installed=installed)["built_elsewhere"]["tables"]["problems"]
+    assert problem == ("no provenance record (results/tables/audited/provenance.json): which config and records "
+                       "built them is unknown")
 
 
 def test_audit_of_an_empty_tree_lists_every_cell_as_missing(tmp_path):

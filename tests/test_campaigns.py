@@ -144,6 +144,26 @@ def test_the_campaign_path_runs_end_to_end_on_the_smoke_study(tmp_path):
     assert curve["method"].tolist() == ["difffilter"]
     assert set(curve.columns) == {"method", "control", "tiny-qwen2@main", "tiny-qwen2-small@scale_curve"}
 
+    # The original config's audit on this folder: its own runs are all complete and current, but the records, and the
+    # tables a same-named overlay writes, are the overlay's; the headline says so before the counts.
+    (tmp_path / "same_name.yaml").write_text(yaml.safe_dump({**overlay, "study": "smoke"}))
+    for args in (["tables", "--cores", "1", "--configfile", str(REPO / "config/smoke.yaml"),
+                  str(tmp_path / "same_name.yaml")],
+                 ["audit", "--cores", "1", "--configfile", str(REPO / "config/smoke.yaml")]):
+        result = subprocess.run([*SNAKEMAKE, *args, "--directory", str(tmp_path)], capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr[-4000:]
+    report = json.loads((tmp_path / layout.AUDIT_JSON).read_text())
+    outside = len(set(records["run_id"]))
+    assert report["counts"]["complete"] == 9 and report["counts"]["stale"] == 0
+    assert report["built_elsewhere"]["records"] == {"file": layout.RECORDS, "runs_outside_matrix": outside,
+                                                    "runs_covered": 0, "runs": 9}
+    markdown = (tmp_path / layout.AUDIT_MD).read_text()
+    assert markdown.index("**Built from another config") < markdown.index("9 cells (runs and untrained bases)")
+    assert (f"- `{layout.RECORDS}` was built from another config: it holds the records of {outside} run(s) outside "
+            "this study's matrix and covers 0 of its 9 runs.") in markdown
+    assert ("- The tables in `results/tables/smoke` are not this config's: built from the records in "
+            f"{layout.RECORDS}, which are another config's.") in markdown
+
 
 def test_the_summary_names_the_models_and_regimes_no_campaign_uses(tmp_path):
     """A declared model or regime that no campaign trains is not built; the dry run says so instead of staying

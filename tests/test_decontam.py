@@ -90,6 +90,40 @@ def test_normalize_equates_trivial_edits_and_keeps_what_changes_the_problem():
     assert normalize_text("x^2\t-\t5x  -\n6") == normalize_text("x^2 - 5x - 6") != normalize_text("x^2 5x 6")
 
 
+def test_markup_around_an_item_is_removed_and_operators_stay():
+    """Formatting markup reads as what it renders: emphasis, HTML tags and LaTeX text styles vanish (a block tag ends a
+    line, so options in <p> tags are still options); a "*" between operands, beside a LaTeX brace or as a list marker,
+    "<" and ">" as comparisons, "$" before an amount and "_" in an identifier keep their meaning."""
+    item = normalize_text("What is 23 + 45?")
+    for wrapped in ["**What is 23 + 45?**", "*What is 23 + 45?*", "***What is 23 + 45?***", "__What is 23 + 45?__",
+                    "<p><b>What is 23 + 45?</b></p>", '<div class="q">What is <em>23 + 45</em>?</div>',
+                    "\\textbf{What is 23 + 45?}", "\\emph{What} is 23 + 45?", "# What is 23 + 45?", "1. What is 23 + 45?"]:
+        assert normalize_text(wrapped).removeprefix("1 ") == item, wrapped
+    assert normalize_text("H<sub>2</sub>O<br>") == "h2o"
+    assert normalize_text("<p>Find x.</p><p>B) 2</p><p>A) 1</p>") == normalize_text("Find x.\nA) 1\nB) 2")
+    assert normalize_text("Compute 2*3*4 and 2**3.") == "compute 2 * 3 * 4 and 2 * * 3"
+    assert normalize_text("(a+b)*(c+d)*2") == "a + b * c + d * 2"
+    assert normalize_text("$\\log^{*}(n)$ and *n*") == "log ^ * n and n"
+    assert normalize_text("\\begin{align*} x &= 1 \\end{align*}") == "begin align * x = 1 end align *"
+    assert normalize_text("* Is a<b and c>d? *Yes*") == "* is a < b and c > d yes"
+    assert normalize_text("Pay $5 and $7 for x_1.") == "pay 5 and 7 for x 1"
+
+
+def test_copies_in_markup_removed_and_siblings_in_markup_kept(benchmarks):
+    """Before markup was removed, "**" and "<p>" read as operators beside the item, so every copy counted as a
+    sibling."""
+    prompts = {"bold": f"**{WORD_PROBLEM}**", "html": f"<p><strong>{FAMILY}</strong></p>",
+               "bold-label": "**Question:** What is 23 + 45? Give only the final integer.",
+               "sibling-bold": "**What is 23 + 46? Give only the final integer.**",
+               "sibling-html": f"<p>{WORD_PROBLEM.replace('loses 8', 'loses 9')}</p>"}
+    corpus = pd.DataFrame([{"id": cid, "domain": "math", "source": "test", "prompt": p, "answer": "0",
+                            "answer_format": "int"} for cid, p in prompts.items()])
+    kept, audit = decontaminate(corpus, benchmarks)
+    assert kept["id"].tolist() == ["sibling-bold", "sibling-html"]
+    assert {e["corpus_id"]: (e["benchmark_id"], e["kind"]) for e in audit["examples"]} == {
+        "bold": ("gsm8k-0", "exact"), "html": ("fam-0", "exact"), "bold-label": ("arith-0", "contained")}
+
+
 def test_siblings_would_pass_similarity_alone():
     """The number test, not the Jaccard test, is what keeps the long siblings."""
     prompts = {cid: p for cid, (p, _) in PLANTED.items()}

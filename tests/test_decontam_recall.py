@@ -1,5 +1,6 @@
-"""Decontamination recall on planted copies of real and procedural benchmark items, one set per edit kind, and false
-hits on template siblings (other numbers: other problems) and on an unrelated training corpus.
+"""Decontamination recall on planted copies of real and procedural benchmark items, one set per edit kind (formatting
+markup included), and false hits on template siblings (other numbers: other problems), bare and in markup, and on an
+unrelated training corpus.
 
 The run goes through decontaminate_files, and the figures are read back from its audit JSON (`per_source`: the planted
 rows' source is their edit kind), so the audit of this test run reports recall and false hits per edit kind.
@@ -11,7 +12,7 @@ import pytest
 
 from dataflex_rl.decontam import decontaminate_files
 from dataflex_rl.tasks.corpus import build_corpus
-from planted_copies import EDITS, PROCEDURAL_SOURCES, planted, procedural_items, real_items, siblings
+from planted_copies import EDITS, MARKUP, PROCEDURAL_SOURCES, planted, procedural_items, real_items, siblings
 
 THRESHOLD = 0.8  # the default study's
 
@@ -33,16 +34,18 @@ def test_recall_per_edit_kind_and_false_hits_on_siblings(tmp_path, items):
     planted_sets = [planted(frame, kind).assign(source=f"{name} {kind}") for name, frame in items.items()
                     for kind in EDITS]
     sibling_rows = siblings(items["procedural"], 200).assign(source="sibling")
-    corpus = pd.concat(planted_sets + [sibling_rows], ignore_index=True)
+    marked_up = pd.concat([planted(sibling_rows.iloc[k::len(MARKUP)], kind) for k, kind in enumerate(MARKUP)],
+                          ignore_index=True).assign(source="sibling in markup")
+    corpus = pd.concat(planted_sets + [sibling_rows, marked_up], ignore_index=True)
     audit = _audit(tmp_path, corpus, pd.concat(items.values(), ignore_index=True))
 
     share = {source: counts["removed"] / counts["rows"] for source, counts in audit["per_source"].items()}
     print("\n".join(f"{source:32s} {counts['rows']:5d} rows  removed {share[source]:.3f}"
                     for source, counts in audit["per_source"].items()))
-    assert set(share) == {f"{name} {kind}" for name in items for kind in EDITS} | {"sibling"}
-    assert audit["per_source"]["sibling"]["rows"] >= 1000
-    assert {source: s for source, s in share.items() if source != "sibling" and s < 0.95} == {}
-    assert share["sibling"] <= 0.01
+    assert set(share) == {f"{name} {kind}" for name in items for kind in EDITS} | {"sibling", "sibling in markup"}
+    assert audit["per_source"]["sibling"]["rows"] == audit["per_source"]["sibling in markup"]["rows"] >= 1000
+    assert {source: s for source, s in share.items() if not source.startswith("sibling") and s < 0.95} == {}
+    assert share["sibling"] <= 0.01 and share["sibling in markup"] <= 0.01
 
 
 def test_no_false_hits_on_unrelated_prompts(tmp_path, items):

@@ -1,4 +1,5 @@
 from dataflex_rl.job_log import job_log
+from dataflex_rl.provenance import plain_input, write_provenance
 from dataflex_rl.records_import import load_records
 from dataflex_rl.report.regenerate import regenerate
 
@@ -14,3 +15,6 @@ with job_log(snakemake.log[0]):
         pairing=snakemake.params.pairing,
         max_cut_share=snakemake.params.max_cut_share,
     )
+    write_provenance(snakemake.output.provenance, snakemake.params.settings,
+                     [*snakemake.output.tables, *snakemake.output.figures],
+                     inputs={"records": plain_input(snakemake.input[0])})
