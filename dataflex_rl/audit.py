@@ -10,6 +10,8 @@ provenance record its job wrote (dataflex_rl.provenance). The expectations come 
              report names every config key whose value differs (recorded → current).
 A record row is stale when its fingerprint is not that of the score on disk for the current study, or its
 `package_versions` differ from the packages installed now. Stale results are named, so they are never reused silently.
+A file it cannot read (a truncated records table, a provenance record that is not one) is reported as such, and the
+report is written all the same.
 """
 from __future__ import annotations
 
@@ -47,6 +49,8 @@ def _artefact(root: Path, artefact: Mapping[str, Any]) -> dict[str, Any]:
         entry["damage"] = damage(record, record_path)
     except DamagedArtefactError as error:
         return {**entry, "state": "damaged", "damage": [str(error)]}
+    except OSError as error:  # a file it cannot open (permissions, a directory where a file was recorded)
+        return {**entry, "state": "damaged", "damage": [f"{error.filename}: unreadable ({error.strerror})"]}
     entry["recorded"] = record["fingerprint"]
     if not all(found) or entry["damage"]:
         return {**entry, "state": "damaged"}
@@ -137,8 +141,7 @@ def audit_study(expected: Mapping[str, Any], root: str | Path = ".", installed: 
     (default: this environment's)."""
     root = Path(root)
     installed_versions = json.loads(installed if installed is not None else package_versions())
-    records_path = root / expected["records"]
-    records = load_records(records_path) if records_path.is_file() else None
+    records, unreadable = _records(root, expected["records"])
     cells = [_cell(root, cell, records, installed_versions) for cell in expected["cells"]]
     known = {cell["run_id"] for cell in cells}
     extra = sorted(set(records["run_id"]) - known) if records is not None else []
@@ -158,7 +161,19 @@ def audit_study(expected: Mapping[str, Any], root: str | Path = ".", installed: 
         "stale_runs": stale,
         "damaged_runs": damaged,
         "records_not_in_matrix": extra,
+        "unreadable": unreadable,
     }
+
+
+def _records(root: Path, path: str) -> tuple[pd.DataFrame | None, list[str]]:
+    """The study's records table, or None when there is none yet or it cannot be read; then the second item names it
+    and why (the report is written all the same, its cells without records)."""
+    if not (root / path).is_file():
+        return None, []
+    try:
+        return load_records(root / path), []
+    except (OSError, ValueError) as error:  # pyarrow's ArrowInvalid is a ValueError; so is a failed validation
+        return None, [f"{path}: {error}; the next `snakemake` run rebuilds it"]
 
 
 def _seeds(seeds: list[int]) -> str:
@@ -193,7 +208,9 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         f"{counts['cells']} cells (runs and untrained bases): {counts['complete']} complete, {counts['partial']} "
         f"partial, {counts['missing']} missing; {counts['stale']} stale; {counts['damaged']} damaged; "
         f"{counts['unmatched_comparisons']} comparison(s) with unmatched seeds. "
-        f"Records: {report['records_file'] or 'none yet'}.", "",
+        f"Records: {report['records_file'] or ('unreadable' if report['unreadable'] else 'none yet')}.", "",
+        *(["## Unreadable artefacts", "", *[f"- {line}" for line in report["unreadable"]], ""]
+          if report["unreadable"] else []),
         "## Study cells (trained runs)", "", "| cell | campaign | runs | complete | partial | missing |",
         "|---|---|---|---|---|---|",
         *[f"| {c['cell']} | {c['campaign'] or '—'} | {c['runs']} | {c['complete']} | {c['partial']} | "

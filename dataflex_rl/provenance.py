@@ -93,16 +93,26 @@ def write_provenance(record_path: str | os.PathLike, settings: Mapping[str, Any]
     return record
 
 
+RECORD_KEYS = ("fingerprint", "settings", "outputs")
+
+
 def read_provenance(record_path: str | os.PathLike) -> dict[str, Any]:
+    """A provenance record, refused (DamagedArtefactError, naming the file) when it is absent, not JSON, or JSON that
+    lacks any of RECORD_KEYS (a truncated or hand-edited record)."""
     path = Path(record_path)
     if not path.is_file():
         raise DamagedArtefactError(f"{path}: no provenance record; the artefact beside it was not finished by its "
                                    f"job — rerun that job (snakemake -f <its output>)")
     try:
-        return json.loads(path.read_text())
+        record = json.loads(path.read_text())
     except ValueError as error:
         raise DamagedArtefactError(f"{path}: unreadable provenance record ({error}); rerun the job that wrote it") \
             from error
+    lacking = [key for key in RECORD_KEYS if not isinstance(record, dict) or key not in record]
+    if lacking or not isinstance(record["outputs"], dict):
+        raise DamagedArtefactError(f"{path}: not a provenance record (lacks {', '.join(lacking) or 'an outputs map'}); "
+                                   f"rerun the job that wrote it")
+    return record
 
 
 def damage(record: Mapping[str, Any], record_path: str | os.PathLike,
