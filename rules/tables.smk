@@ -4,7 +4,7 @@
 # Then nothing upstream of the records is in the DAG: no training, no scoring.
 rule tables:
     input:
-        STUDY.records_file or layout.RECORDS,
+        records_input,
     output:
         tables=[report_table(path) for path in table_paths(TABLES_DIR)],
         figures=[
