@@ -322,6 +322,18 @@ def training_curves_outputs():
     return [] if STUDY.records_file else [TRAINING_CURVES]
 
 
+def metrics_inputs(runs):
+    """The per-step metrics of `runs` and the train provenance records the job verifies them against
+    (dataflex_rl/report/run_metrics.py), by name; a damaged record retrains its run (`rebuilt_when_damaged`)."""
+    runs = list(dict.fromkeys(runs))
+    return lambda wildcards: {
+        "metrics": [layout.metrics(run.model, run.name) for run in runs],
+        "provenance": [
+            rebuilt_when_damaged(layout.train_provenance(run.model, run.name), record_problem) for run in runs
+        ],
+    }
+
+
 # The runs of prompt-selection methods, whose round metrics the selection tables read (none: no such tables).
 SELECTION_RUNS = [
     (cell, run) for cell in STUDY.cells() for run in cell.runs if STUDY.methods[run.method].family == "prompt_selection"
