@@ -49,8 +49,6 @@ def _artefact(root: Path, artefact: Mapping[str, Any]) -> dict[str, Any]:
         entry["damage"] = damage(record, record_path)
     except DamagedArtefactError as error:
         return {**entry, "state": "damaged", "damage": [str(error)]}
-    except OSError as error:  # a file it cannot open (permissions, a directory where a file was recorded)
-        return {**entry, "state": "damaged", "damage": [f"{error.filename}: unreadable ({error.strerror})"]}
     entry["recorded"] = record["fingerprint"]
     if not all(found) or entry["damage"]:
         return {**entry, "state": "damaged"}
