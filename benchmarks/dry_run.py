@@ -325,8 +325,23 @@ def finish_tree(dag: dict, workdir: Path) -> None:
                 path.mkdir(parents=True, exist_ok=True)
             else:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                path.touch()
+                _finished_file(path, out)
             os.utime(path, (start + depth(job), start + depth(job)))
+
+
+def _finished_file(path: Path, out: str) -> None:
+    """An empty file, but for what the workflow reads while it builds the DAG (dataflex_rl/readable.py): a provenance
+    record and the records table hold what a real study's do, or the dry run would plan to rebuild them as damaged."""
+    from dataflex_rl.layout import PROVENANCE, RECORDS
+
+    if out.endswith(PROVENANCE):
+        path.write_text(json.dumps({"fingerprint": "", "settings": {}, "outputs": {}}))
+    elif out == RECORDS:
+        import pandas as pd
+
+        pd.DataFrame({"run_id": []}).to_parquet(path)
+    else:
+        path.touch()
 
 
 def _pattern(output_pattern: str) -> str:

@@ -19,6 +19,9 @@ rebuilds them for its own matrix while every cell of this study stays complete. 
 the records were built from another config when they hold runs outside this study's matrix or lack any of its runs
 (this config's records job records every run), and the tables when their provenance record names other settings or
 other records than the records file holds now.
+
+A file it cannot read (a truncated records table, a provenance record that is not one) is reported as such, and the
+report is written all the same.
 """
 from __future__ import annotations
 
@@ -187,8 +190,7 @@ def audit_study(expected: Mapping[str, Any], root: str | Path = ".", installed: 
     (default: this environment's)."""
     root = Path(root)
     installed_versions = json.loads(installed if installed is not None else package_versions())
-    records_path = root / expected["records"]
-    records = load_records(records_path) if records_path.is_file() else None
+    records, unreadable = _records(root, expected["records"])
     cells = [_cell(root, cell, records, installed_versions) for cell in expected["cells"]]
     known = {cell["run_id"] for cell in cells}
     extra = sorted(set(records["run_id"]) - known) if records is not None else []
@@ -211,7 +213,19 @@ def audit_study(expected: Mapping[str, Any], root: str | Path = ".", installed: 
         "records_not_in_matrix": extra,
         "built_elsewhere": {"records": records_origin,
                             "tables": _tables_origin(root, expected["tables"], records_origin is not None)},
+        "unreadable": unreadable,
     }
+
+
+def _records(root: Path, path: str) -> tuple[pd.DataFrame | None, list[str]]:
+    """The study's records table, or None when there is none yet or it cannot be read; then the second item names it
+    and why (the report is written all the same, its cells without records)."""
+    if not (root / path).is_file():
+        return None, []
+    try:
+        return load_records(root / path), []
+    except (OSError, ValueError) as error:  # pyarrow's ArrowInvalid is a ValueError; so is a failed validation
+        return None, [f"{path}: {error}; the next `snakemake` run rebuilds it"]
 
 
 def _seeds(seeds: list[int]) -> str:
@@ -277,7 +291,9 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         f"{counts['cells']} cells (runs and untrained bases): {counts['complete']} complete, {counts['partial']} "
         f"partial, {counts['missing']} missing; {counts['stale']} stale; {counts['damaged']} damaged; "
         f"{counts['unmatched_comparisons']} comparison(s) with unmatched seeds. "
-        f"Records: {report['records_file'] or 'none yet'}.", "",
+        f"Records: {report['records_file'] or ('unreadable' if report['unreadable'] else 'none yet')}.", "",
+        *(["## Unreadable artefacts", "", *[f"- {line}" for line in report["unreadable"]], ""]
+          if report["unreadable"] else []),
         "## Study cells (trained runs)", "", "| cell | campaign | runs | complete | partial | missing |",
         "|---|---|---|---|---|---|",
         *[f"| {c['cell']} | {c['campaign'] or '—'} | {c['runs']} | {c['complete']} | {c['partial']} | "

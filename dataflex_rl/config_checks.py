@@ -24,6 +24,7 @@ from dataflex_rl.benchmarks.paths import benchmark_paths
 from dataflex_rl.benchmarks.registry import REGISTRY
 from dataflex_rl.layout import UNTRAINED
 from dataflex_rl.prompt_selection.candidates import SelectionSize
+from dataflex_rl.readable import parquet_problem
 from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.sections import filled
 from dataflex_rl.study import EvaluationSettings
@@ -389,7 +390,11 @@ def records_errors(config: Mapping[str, Any], workdir: Path) -> list[str]:
     if path is None:
         return []
     problem = _file_problem(workdir / path)
-    return [f"records_file: {path!r} {problem} (relative to {str(workdir)!r}); fix the path"] if problem else []
+    if problem:
+        return [f"records_file: {path!r} {problem} (relative to {str(workdir)!r}); fix the path"]
+    damaged = parquet_problem(workdir / path) if path.endswith(".parquet") else None
+    return [f"records_file: {damaged}; nothing in this workflow builds it: restore the file, or point records_file at "
+            f"an intact copy"] if damaged else []
 
 
 # --- the prompt template ---------------------------------------------------------------------------------------------

@@ -93,26 +93,44 @@ def write_provenance(record_path: str | os.PathLike, settings: Mapping[str, Any]
     return record
 
 
+RECORD_KEYS = ("fingerprint", "settings", "outputs")
+
+
 def read_provenance(record_path: str | os.PathLike) -> dict[str, Any]:
+    """A provenance record, refused (DamagedArtefactError, naming the file) when it is absent, not JSON, or JSON that
+    lacks any of RECORD_KEYS (a truncated or hand-edited record)."""
     path = Path(record_path)
     if not path.is_file():
         raise DamagedArtefactError(f"{path}: no provenance record; the artefact beside it was not finished by its "
                                    f"job — rerun that job (snakemake -f <its output>)")
     try:
-        return json.loads(path.read_text())
+        record = json.loads(path.read_text())
     except ValueError as error:
         raise DamagedArtefactError(f"{path}: unreadable provenance record ({error}); rerun the job that wrote it") \
             from error
+    lacking = [key for key in RECORD_KEYS if not isinstance(record, dict) or key not in record]
+    if lacking or not isinstance(record["outputs"], dict):
+        raise DamagedArtefactError(f"{path}: not a provenance record (lacks {', '.join(lacking) or 'an outputs map'}); "
+                                   f"rerun the job that wrote it")
+    return record
 
 
 def damage(record: Mapping[str, Any], record_path: str | os.PathLike,
-           found: dict[Path, str] | None = None) -> list[str]:
+           found: dict[Path, str] | None = None, artefact: str | os.PathLike | None = None) -> list[str]:
     """Every output of `record` (read from `record_path`) that is missing or whose bytes changed, one line each with
-    its path. `found` collects the digests computed, by resolved path."""
+    its path. `found` collects the digests computed, by resolved path. `artefact`: check only the outputs that are it
+    or lie under it (a run's metrics without its model's weights); a record that lists none of them is damage too."""
     folder = Path(record_path).parent
     found = {} if found is None else found
+    outputs = record["outputs"]
+    if artefact is not None:
+        within = Path(os.path.relpath(artefact, folder))
+        outputs = {name: digest for name, digest in outputs.items()
+                   if Path(name) == within or within in Path(name).parents}
+        if not outputs:
+            return [f"{artefact}: not among the outputs recorded in {record_path}"]
     problems = []
-    for name, expected in record["outputs"].items():
+    for name, expected in outputs.items():
         path = folder / name
         if not path.is_file():
             problems.append(f"{path}: missing (recorded in {record_path})")
@@ -124,11 +142,13 @@ def damage(record: Mapping[str, Any], record_path: str | os.PathLike,
     return problems
 
 
-def verified_input(path: str | os.PathLike, record_path: str | os.PathLike) -> dict[str, str]:
-    """{path, fingerprint, sha256} of an input artefact after checking every file of it against its producer's
-    record; raises DamagedArtefactError naming each damaged file and the fix."""
+def verified_input(path: str | os.PathLike, record_path: str | os.PathLike,
+                   whole_record: bool = True) -> dict[str, str]:
+    """{path, fingerprint, sha256} of an input artefact after checking every output of its producer's record against
+    it (`whole_record=False`: only the files of `path`, so that reading a run's metrics does not hash its model);
+    raises DamagedArtefactError naming each damaged file and the fix."""
     record, found = read_provenance(record_path), {}
-    problems = damage(record, record_path, found)
+    problems = damage(record, record_path, found, artefact=None if whole_record else path)
     if problems:
         raise DamagedArtefactError("damaged input artefact:\n  " + "\n  ".join(problems)
                                    + "\nRebuild it: delete it and rerun, or `snakemake -f <that file>`")

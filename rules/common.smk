@@ -13,6 +13,7 @@ from dataflex_rl.config_checks import config_errors, resource_errors
 from dataflex_rl.config_yaml import config_yaml_errors
 from dataflex_rl.evaluate.benchmark_fit import benchmark_token_caps
 from dataflex_rl.policies.catalogue import CATALOGUE
+from dataflex_rl.readable import parquet_problem, record_problem
 from dataflex_rl.plan import hub_benchmarks, matrix_summary, model_notes, planned_jobs
 from dataflex_rl.package_versions import PROVENANCE_PACKAGES
 from dataflex_rl.report.outputs import figure_paths, table_paths
@@ -223,8 +224,34 @@ def score_inputs(wildcards):
 
 
 def trained_run_record(wildcards):
-    """A trained run's provenance record, an input of its scoring job (a base keeps its record inside its directory)."""
-    return [] if wildcards.run == layout.UNTRAINED else layout.train_provenance(wildcards.model, wildcards.run)
+    """A trained run's provenance record, an input of its scoring job (a base keeps its record inside its directory);
+    a damaged one retrains the run (`rebuilt_when_damaged`), which resumes from its final checkpoint."""
+    if wildcards.run == layout.UNTRAINED:
+        return []
+    return rebuilt_when_damaged(layout.train_provenance(wildcards.model, wildcards.run), record_problem)
+
+
+# What each artefact checked while the DAG is built was found to be: None (intact or absent) or its damage.
+DAMAGE = {}
+
+
+def rebuilt_when_damaged(path, problem_of):
+    """`path`, after checking it once (`problem_of`, dataflex_rl/readable.py) while Snakemake builds the DAG: a damaged
+    artefact the study builds is rebuilt as a missing one would be, its job forced before any job runs, so that no
+    job downstream deletes its valid outputs and then fails on it (Snakemake's own --rerun-incomplete forces an
+    incomplete output the same way). Said on stderr, once per file."""
+    if path not in DAMAGE:
+        DAMAGE[path] = problem_of(path) if Path(path).is_file() else None
+        if DAMAGE[path]:
+            workflow.dag.forcefiles.add(path)
+            print(f"damaged: {DAMAGE[path]}\n  its job is planned again to rebuild it", file=sys.stderr)
+    return path
+
+
+def records_input(wildcards):
+    """The records table the tables are built from: a `records_file` (refused with the config when damaged: nothing
+    here builds it), or the study's own, whose footer is read while the DAG is built and rebuilt when damaged."""
+    return STUDY.records_file or rebuilt_when_damaged(layout.RECORDS, parquet_problem)
 
 
 def scored_model_provenance(wildcards):
@@ -296,6 +323,18 @@ def training_curves_outputs():
     """The training-curves figure reads the runs' per-step metrics, so only a study that trains has one: a
     records-only config (`records_file`) has no metrics."""
     return [] if STUDY.records_file else [TRAINING_CURVES]
+
+
+def metrics_inputs(runs):
+    """The per-step metrics of `runs` and the train provenance records the job verifies them against
+    (dataflex_rl/report/run_metrics.py), by name; a damaged record retrains its run (`rebuilt_when_damaged`)."""
+    runs = list(dict.fromkeys(runs))
+    return lambda wildcards: {
+        "metrics": [layout.metrics(run.model, run.name) for run in runs],
+        "provenance": [
+            rebuilt_when_damaged(layout.train_provenance(run.model, run.name), record_problem) for run in runs
+        ],
+    }
 
 
 # The runs of prompt-selection methods, whose round metrics the selection tables read (none: no such tables).

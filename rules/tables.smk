@@ -4,7 +4,7 @@
 # Then nothing upstream of the records is in the DAG: no training, no scoring.
 rule tables:
     input:
-        STUDY.records_file or layout.RECORDS,
+        records_input,
     output:
         tables=[report_table(path) for path in table_paths(TABLES_DIR)],
         figures=[
@@ -37,7 +37,7 @@ rule tables:
 # and the kept fraction of the sampled prompts. In the default targets of a study that trains, not of a records-only one.
 rule training_curves:
     input:
-        [layout.metrics(run.model, run.name) for run in RUNS],
+        unpack(metrics_inputs(RUNS)),
     output:
         report(
             TRAINING_CURVES,
@@ -52,6 +52,7 @@ rule training_curves:
         runs=[
             {
                 "path": layout.metrics(run.model, run.name),
+                "provenance": layout.train_provenance(run.model, run.name),
                 "model": cell.name,
                 "method": run.method,
                 "seed": run.seed,
@@ -68,7 +69,7 @@ rule training_curves:
 # round, the kept set's composition at the first and last round against random prompts, and the selection overhead.
 rule selection_tables:
     input:
-        [layout.metrics(run.model, run.name) for cell, run in SELECTION_RUNS],
+        unpack(metrics_inputs(run for cell, run in SELECTION_RUNS)),
     output:
         [report_table(path) for path in layout.selection_tables(STUDY.name)],
     log:
@@ -79,6 +80,7 @@ rule selection_tables:
         runs=[
             {
                 "path": layout.metrics(run.model, run.name),
+                "provenance": layout.train_provenance(run.model, run.name),
                 "model": cell.name,
                 "method": run.method,
                 "seed": run.seed,

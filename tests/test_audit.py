@@ -262,3 +262,33 @@ def test_snakemake_audit_target_writes_the_report_without_training(tmp_path):
     report = json.loads((tmp_path / "results/audit/audit.json").read_text())
     check_report(report, facts["installed"])
     assert (tmp_path / "results/audit/audit.md").read_text() == render_markdown(report)
+
+
+def test_snakemake_audit_reports_an_unreadable_records_table_and_record_instead_of_crashing(tmp_path):
+    """A truncated records table and a train record that is JSON but no provenance record: the audit replaces the
+    previous report, names both files, and reports the cells without records."""
+    config = study_config()
+    build_tree(tmp_path, config)
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump(config))
+    records = tmp_path / layout.RECORDS
+    records.write_bytes(records.read_bytes()[: records.stat().st_size // 2])
+    record = layout.train_provenance(MODEL, run_path("baseline/seed1"))
+    (tmp_path / record).write_text('{"fingerprint": "0"}')
+    _write(tmp_path / layout.AUDIT_MD, b"the previous report\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "audit", "--cores", "1", "--snakefile", str(REPO / "Snakefile"),
+         "--directory", str(tmp_path), "--configfile", str(tmp_path / "study.yaml")],
+        capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads((tmp_path / layout.AUDIT_JSON).read_text())
+    (unreadable,) = report["unreadable"]
+    assert unreadable.startswith(f"{layout.RECORDS}: ") and "magic bytes not found in footer" in unreadable
+    assert unreadable.endswith("the next `snakemake` run rebuilds it")
+    assert report["records_file"] is None
+    assert all(cell["records"] is None and cell["recorded_benchmarks"] == 0 for cell in report["cells"])
+    cell = next(c for c in report["cells"] if c["run_id"] == f"{MODEL}/baseline/seed1")
+    assert cell["damaged"] == [f"{record}: not a provenance record (lacks settings, outputs); rerun the job that "
+                               "wrote it"]
+    markdown = (tmp_path / layout.AUDIT_MD).read_text()
+    assert markdown == render_markdown(report)
+    assert "Records: unreadable." in markdown and f"## Unreadable artefacts\n\n- {unreadable}\n" in markdown

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -176,6 +177,15 @@ def _special_file(kind: str):
         config["training"]["prompts_per_step"] = 40  # more than the sources give: the dry run would count its lines
 
     return change
+
+
+def _truncated_records_file(config, workdir):
+    """A records table from elsewhere cut off half-way, as a copy that stopped leaves it (what it held is not read)."""
+    (workdir / "data").mkdir()
+    pd.DataFrame({"run_id": ["m/baseline/seed1"] * 50, "score": 0.5}).to_parquet(workdir / "data/records.parquet")
+    whole = (workdir / "data/records.parquet").read_bytes()
+    (workdir / "data/records.parquet").write_bytes(whole[: len(whole) // 2])
+    config["records_file"] = "data/records.parquet"
 
 
 def _drop_control(method: str):
@@ -572,6 +582,9 @@ CASES = [
           "corpus, whose domains are ['logic', 'math']; use one of them or add a source of that domain")),
     Case("a campaign step budget of 0", _set("campaigns", {"long": {"steps": [3, 0]}}),
          ("campaigns.long.steps.1: 0 is less than the minimum of 1",)),
+    Case("a truncated records_file", _truncated_records_file,
+         ("nothing in this workflow builds it: restore the file, or point records_file at an intact copy",
+          "records_file: ", "data/records.parquet: unreadable parquet (Parquet magic bytes not found in footer")),
 ]
 
 

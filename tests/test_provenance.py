@@ -76,6 +76,38 @@ def test_an_artefact_without_its_record_is_refused_with_the_fix(tmp_path):
         verified_input(tmp_path / "weights.pt", tmp_path / "provenance.json")
 
 
+def test_one_artefact_of_a_record_is_verified_without_reading_the_others(tmp_path):
+    """A run's metrics, checked alone (`whole_record=False`): a damaged model beside them does not matter, an edited
+    metrics file does, and a file the record does not list is refused."""
+    model, metrics = tmp_path / "model", tmp_path / "metrics.parquet"
+    model.mkdir()
+    (model / "weights.bin").write_bytes(b"w" * 100)
+    metrics.write_bytes(b"m" * 10)
+    record = tmp_path / "provenance.json"
+    write_provenance(record, {"seed": 1}, [model, metrics])
+    (model / "weights.bin").write_bytes(b"w" * 50)
+    assert verified_input(metrics, record, whole_record=False)["sha256"] == hashlib.sha256(b"m" * 10).hexdigest()
+    with pytest.raises(DamagedArtefactError, match="weights.bin: sha256"):
+        verified_input(metrics, record)
+    (line,) = damage(read_provenance(record), record, artefact=model)
+    assert line.startswith(f"{model / 'weights.bin'}: sha256 ")
+    metrics.write_bytes(b"M" * 10)
+    with pytest.raises(DamagedArtefactError, match=f"{metrics}: sha256 .* recorded in {record}"):
+        verified_input(metrics, record, whole_record=False)
+    with pytest.raises(DamagedArtefactError, match=f"{tmp_path / 'other.parquet'}: not among the outputs recorded"):
+        verified_input(tmp_path / "other.parquet", record, whole_record=False)
+
+
+@pytest.mark.parametrize("text,lacking", [('{"fingerprint": "ab', "unreadable provenance record"),
+                                          ('{"fingerprint": "0"}', r"lacks settings, outputs"),
+                                          ('[1, 2]', r"lacks fingerprint, settings, outputs"),
+                                          ('{"fingerprint": "0", "settings": {}, "outputs": []}', "an outputs map")])
+def test_a_record_that_is_not_one_is_refused_naming_it(tmp_path, text, lacking):
+    (tmp_path / "provenance.json").write_text(text)
+    with pytest.raises(DamagedArtefactError, match=f"{tmp_path / 'provenance.json'}: .*{lacking}"):
+        read_provenance(tmp_path / "provenance.json")
+
+
 def test_a_directory_artefact_records_its_files_but_not_the_record_itself(tmp_path):
     model = tmp_path / "model"
     (model / "sub").mkdir(parents=True)

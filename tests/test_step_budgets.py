@@ -76,3 +76,43 @@ def test_a_checkpoint_without_a_thread_count_resumes_with_the_jobs_count(tiny, t
     long, _ = _train(tiny, line, steps=4)
     assert "records no thread count" in capfd.readouterr().err
     assert long.threads == 1 and torch.load(line / "checkpoint.pt", weights_only=False)["threads"] == 1
+
+
+def _truncate(path) -> None:
+    with open(path, "r+b") as handle:
+        handle.truncate(path.stat().st_size // 2)
+
+
+def test_an_unreadable_checkpoint_is_named_set_aside_and_an_earlier_state_is_used(tiny, tmp_path, capfd):
+    """A truncated latest checkpoint neither blocks rebuilding a shorter budget whose own kept end is intact nor
+    changes a longer run: it falls back to that kept end and ends bit-identical to a straight run; with no readable
+    state at all the run starts afresh, saying so, and ends as a fresh run does."""
+    straight, straight_metrics = _train(tiny, tmp_path / "straight", steps=5)
+    short, short_metrics = _train(tiny, tmp_path / "line", steps=3)
+    _train(tiny, tmp_path / "line", steps=5)
+    capfd.readouterr()
+    checkpoint = tmp_path / "line" / "checkpoint.pt"
+    _truncate(checkpoint)  # a hard link of budget5.pt since the 5-step run ended: both are damaged
+
+    again, again_metrics = _train(tiny, tmp_path / "line", steps=3)
+    log = capfd.readouterr().err
+    assert f"{checkpoint}: unreadable checkpoint (" in log and "set aside as checkpoint.pt.unreadable" in log
+    assert f"resuming from step 3 of {tmp_path / 'line' / 'budget3.pt'}" in log
+    pd.testing.assert_frame_equal(again_metrics, short_metrics)
+    assert _same_weights(again, short)
+
+    long, long_metrics = _train(tiny, tmp_path / "line", steps=5)  # its kept end is damaged too: from step 3 on
+    log = capfd.readouterr().err
+    assert "budget5.pt: unreadable checkpoint (" in log and "resuming from step 3 of" in log
+    pd.testing.assert_frame_equal(long_metrics, straight_metrics)
+    assert _same_weights(long, straight)
+    assert sorted(p.name for p in (tmp_path / "line").iterdir()) == [
+        "budget3.pt", "budget5.pt", "budget5.pt.unreadable", "checkpoint.pt", "checkpoint.pt.unreadable"]
+
+    _truncate(tmp_path / "line" / "checkpoint.pt")  # now also budget5.pt's, and budget3.pt's own bytes
+    _truncate(tmp_path / "line" / "budget3.pt")
+    fresh, fresh_metrics = _train(tiny, tmp_path / "line", steps=3)
+    log = capfd.readouterr().err
+    assert "starting afresh" in log and "resuming" not in log
+    pd.testing.assert_frame_equal(fresh_metrics, short_metrics)
+    assert _same_weights(fresh, short)

@@ -61,6 +61,8 @@ import subprocess  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+from dataflex_rl.provenance import write_provenance  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
 RELEASED = REPO.parent / "shared/data/dataflex-rl-records/all_runs_171.csv"
@@ -72,19 +74,34 @@ def _jobs(output):
             if m.group(1) != "total"}
 
 
-def test_rule_reads_every_runs_metrics_and_writes_the_figure(tmp_path):
-    """Only the metrics exist; the rule is allowed alone, so nothing can train, and it plots the config's 12 runs."""
+def _curves(tmp_path):
+    return subprocess.run([*SNAKEMAKE, "training_curves", "--allowed-rules", "training_curves", "--cores", "1",
+                           "--configfile", str(REPO / "config/config.yaml"), "--directory", str(tmp_path)],
+                          capture_output=True, text=True)
+
+
+def test_rule_reads_every_runs_metrics_and_writes_the_figure_and_refuses_an_edited_file(tmp_path):
+    """Only the metrics and their train records exist; the rule is allowed alone, so nothing can train, and it plots
+    the config's 12 runs. A metrics file edited after its record was written is refused, naming it, as the audit
+    names it."""
     for method in ("baseline", "difffilter", "softmax", "static"):
         for seed in (1, 2, 3):
-            path = tmp_path / layout.metrics("tiny-qwen2", layout.run_name(method, seed, None, 80))
+            run = layout.run_name(method, seed, None, 80)
+            path = tmp_path / layout.metrics("tiny-qwen2", run)
             path.parent.mkdir(parents=True)
             _run(method, seed, np.linspace(0, 0.5, 12), np.full(12, 0.8)).drop(columns="model").to_parquet(path)
-    result = subprocess.run([*SNAKEMAKE, "training_curves", "--allowed-rules", "training_curves", "--cores", "1",
-                             "--configfile", str(REPO / "config/config.yaml"), "--directory", str(tmp_path)],
-                            capture_output=True, text=True)
+            write_provenance(tmp_path / layout.train_provenance("tiny-qwen2", run), {"run": run}, [path])
+    result = _curves(tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     figure = tmp_path / "results/tables/embedded-default/figures/training_curves.png"
     assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    edited = layout.metrics("tiny-qwen2", layout.run_name("softmax", 2, None, 80))
+    _run("softmax", 2, np.linspace(0, 0.9, 12), np.full(12, 0.8)).drop(columns="model").to_parquet(tmp_path / edited)
+    assert _curves(tmp_path).returncode != 0
+    log = (tmp_path / "logs/tables/embedded-default_training_curves.log").read_text()
+    assert "DamagedArtefactError: damaged input artefact:" in log
+    assert f"{edited}: sha256 " in log and "(damaged or changed after it was written)" in log
 
 
 def test_training_curves_in_default_targets_of_a_training_study_only(tmp_path):

@@ -201,6 +201,41 @@ def test_a_changed_setting_replans_exactly_the_jobs_it_changes(smoke_tree):
     assert got == EXPECTED
 
 
+def _truncated(path: Path, keep: bytes) -> None:
+    """`path` cut to half of `keep` (its bytes), its mtime newer: a copy or a restore that stopped half-way."""
+    path.write_bytes(keep[: len(keep) // 2])
+
+
+@pytest.mark.slow
+def test_a_damaged_records_table_or_train_record_is_found_while_planning_and_rebuilt(smoke_tree):
+    """A truncated records table replans the records job (forced) before anything is deleted, and a plain rerun
+    heals it: records and tables byte-identical. A truncated train record replans its run's training (which resumes
+    from its final checkpoint) instead of letting the score job delete 12 valid scores and then refuse."""
+    smoke = ["--configfile", str(REPO / "config/smoke.yaml"), "--directory", str(smoke_tree)]
+    tables = {path: path.read_bytes() for path in (smoke_tree / "results/tables/smoke").rglob("*") if path.is_file()}
+    records = smoke_tree / layout.RECORDS
+    records_bytes = records.read_bytes()
+    _truncated(records, records_bytes)
+    dry = snakemake("-n", *smoke)
+    assert job_counts(dry.stdout + dry.stderr) == {"records": 1, "tables": 1, "all": 1, "total": 3}
+    assert f"damaged: {layout.RECORDS}: unreadable parquet (Parquet magic bytes not found in footer" in dry.stderr
+    assert "its job is planned again to rebuild it" in dry.stderr and "reason: Forced execution" in dry.stdout
+    snakemake("--cores", "2", "--quiet", *smoke)
+    assert records.read_bytes() == records_bytes
+    assert {path: path.read_bytes() for path in tables} == tables
+
+    record = smoke_tree / layout.train_provenance("tiny-qwen2", smoke_run("baseline", 1))
+    record_bytes, stat = record.read_bytes(), record.stat()
+    _truncated(record, record_bytes)
+    dry = snakemake("-n", *smoke)
+    assert job_counts(dry.stdout + dry.stderr) == {"train": 1, "score": 1, "training_curves": 1, "records": 1,
+                                                   "tables": 1, "all": 1, "total": 6}
+    assert f"damaged: {record.relative_to(smoke_tree)}: unreadable provenance record (" in dry.stderr
+    record.write_bytes(record_bytes)  # restored as it was: nothing was deleted, nothing is left to do
+    os.utime(record, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert planned(SMOKE, smoke_tree, "restored") == {}
+
+
 @pytest.mark.slow
 def test_a_changed_setting_retrains_and_the_audit_names_what_predates_it(smoke_tree):
     """The defect of a rerun that kept old weights under a new config: a learning-rate change now replans every

@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import glob
 import os
+import pickle
 import sys
 import time
 from pathlib import Path
@@ -261,17 +262,21 @@ class EmbeddedGRPOTrainer:
     def _resume_point(self, state_dir: Path, checkpoint: Path) -> tuple[Path, dict] | None:
         """The checkpoint to resume from, loaded: the latest one, unless a longer budget of this line has already
         taken it past `settings.steps` (a shorter run rebuilt after a longer one); then the kept end of the longest
-        budget within reach (`_keep_budget`), or none: the run starts afresh."""
-        if checkpoint.exists():
-            state = torch.load(checkpoint, weights_only=False)
-            if int(state["step"]) <= self.settings.steps:
-                return checkpoint, state
+        budget within reach (`_keep_budget`), or none: the run starts afresh. An unreadable file is set aside
+        (`_readable`) and the next one in that order is tried."""
         budgets = {int(path.stem.removeprefix("budget")): path for path in state_dir.glob("budget*.pt")}
-        within = [steps for steps in budgets if steps <= self.settings.steps]
-        if not within:
-            return None
-        kept = budgets[max(within)]
-        return kept, torch.load(kept, weights_only=False)
+        within = [budgets[steps] for steps in sorted(budgets, reverse=True) if steps <= self.settings.steps]
+        unreadable = []
+        for path in ([checkpoint] if checkpoint.exists() else []) + within:
+            state = _readable(path)
+            if state is None:
+                unreadable.append(path.name)
+            elif int(state["step"]) <= self.settings.steps:
+                return path, state
+        if unreadable:
+            print(f"no readable checkpoint within {self.settings.steps} steps in {state_dir} "
+                  f"({', '.join(unreadable)} set aside): starting afresh", file=sys.stderr)
+        return None
 
     def _keep_budget(self, state_dir: Path, checkpoint: Path) -> None:
         """Keep the state at the end of this budget (a hard link: no copy until the latest checkpoint moves on), so
@@ -279,6 +284,18 @@ class EmbeddedGRPOTrainer:
         kept = state_dir / f"budget{self.settings.steps}.pt"
         if checkpoint.exists() and not kept.exists():
             os.link(checkpoint, kept)
+
+
+def _readable(path: Path) -> dict | None:
+    """A checkpoint's state, or None when torch cannot read it (a truncated or overwritten file): then the file is
+    renamed `<name>.unreadable`, saying so, so that it is neither tried again nor kept as a budget's end."""
+    try:
+        return torch.load(path, weights_only=False)
+    except (RuntimeError, EOFError, ValueError, pickle.UnpicklingError) as error:
+        aside = path.with_name(f"{path.name}.unreadable")
+        os.replace(path, aside)
+        print(f"{path}: unreadable checkpoint ({str(error).strip()}); set aside as {aside.name}", file=sys.stderr)
+        return None
 
 
 def train_run(base_dir, corpus_path, method: MethodSpec, seed: int, settings: GRPOSettings, template: str,
