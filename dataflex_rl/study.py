@@ -20,6 +20,7 @@ from typing import Any, Mapping
 
 from dataflex_rl import layout
 from dataflex_rl.backends.base import get_backend
+from dataflex_rl.benchmarks.paths import benchmark_paths
 from dataflex_rl.benchmarks.registry import registry_order
 from dataflex_rl.methods import MethodSpec
 from dataflex_rl.layout import FULL_DATA, UNTRAINED, parse_run, run_id, run_name, study_cell
@@ -327,10 +328,15 @@ class Study:
     regimes: Mapping[str, RegimeSpec] = field(default_factory=dict)
     campaigns: tuple[Campaign, ...] = ()
     records_file: str | None = None
+    # the sha256 of each corpus and benchmark file, by its path in the config (dataflex_rl.input_digests): in the
+    # slices of the jobs that read them; empty where the caller has not looked at the files
+    input_digests: Mapping[str, str | None] = field(default_factory=dict)
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> "Study":
-        """The study of a config that passed `config_checks.config_errors` and the schema."""
+    def from_config(cls, config: Mapping[str, Any], input_digests: Mapping[str, str | None] | None = None) -> "Study":
+        """The study of a config that passed `config_checks.config_errors` and the schema; `input_digests`: its input
+        files' contents (dataflex_rl.input_digests.input_digests; the workflow passes them, so that a replaced file
+        replans what reads it)."""
         bench = config["benchmarks"]
         corpus = config["corpus"]
         trained = _campaign_models(config)
@@ -355,6 +361,7 @@ class Study:
             regimes={name: _regime(name, entry) for name, entry in (config.get("regimes") or {}).items()},
             campaigns=_campaigns(config),
             records_file=config.get("records_file"),
+            input_digests=dict(input_digests or {}),
         )
 
     # --- the matrix ---------------------------------------------------------------------------------------------
@@ -413,13 +420,20 @@ class Study:
     @_memoised
     def corpus_slice(self) -> dict[str, Any]:
         return _sorted({**_flat("corpus", asdict(self.corpus)),
+                        **self._digests("corpus.files.sha256", [entry["path"] for entry in self.corpus.files]),
                         **_validation("corpus", self.data_validation["corpus"])})
+
+    def _digests(self, key: str, paths: list[str]) -> dict[str, Any]:
+        """{key: the files' digests} where the study knows them (a study without input files: nothing)."""
+        return {key: [self.input_digests.get(path) for path in paths]} if paths and self.input_digests else {}
 
     @_memoised
     def benchmark_slice(self, benchmark: str) -> dict[str, Any]:
         b = self.benchmarks
         return _sorted({"benchmark": benchmark, "benchmarks.items": b.items, "benchmarks.seed": b.seed,
                         f"benchmarks.files.{benchmark}": b.files.get(benchmark),
+                        **self._digests(f"benchmarks.files.{benchmark}.sha256",
+                                        benchmark_paths(b.files[benchmark]) if benchmark in b.files else []),
                         "benchmarks.hub_fallback": b.hub_fallback,
                         **_validation("benchmarks", self.data_validation["benchmarks"])})
 

@@ -11,6 +11,7 @@ from dataflex_rl.benchmarks.paths import benchmark_paths
 from dataflex_rl.benchmarks.registry import registry_order
 from dataflex_rl.config_checks import config_errors, resource_errors
 from dataflex_rl.config_yaml import config_yaml_errors
+from dataflex_rl.input_digests import input_digests
 from dataflex_rl.evaluate.benchmark_fit import benchmark_token_caps
 from dataflex_rl.policies.catalogue import CATALOGUE
 from dataflex_rl.readable import parquet_problem, record_problem
@@ -34,7 +35,7 @@ validate(config, schema="../config/schema.yaml")
 
 # The study, resolved once (dataflex_rl/study.py): every default, every job's settings slice. No rule or script reads
 # `config` for a setting: each job gets its slice as a `params:` value, so Snakemake reruns exactly what it changes.
-STUDY = Study.from_config(config)
+STUDY = Study.from_config(config, input_digests(config, Path.cwd()))
 RUNS = STUDY.runs
 MODELS = list(STUDY.models)
 BENCHMARKS = registry_order(STUDY.benchmarks.names)  # a reordered benchmarks.names changes no job
@@ -83,6 +84,12 @@ def run_outputs():
         for run in RUNS
         for path in (layout.run_model, layout.metrics, layout.train_provenance)
     ] + [layout.merged_model(run.model, run.name) for run in RUNS if STUDY.models[run.model].merges_checkpoint]
+
+
+def benchmark_digests(wildcards):
+    """The sha256 of each file of a benchmark read from files (dataflex_rl.input_digests), None for a generated one."""
+    entry = STUDY.benchmarks.files.get(wildcards.benchmark)
+    return [STUDY.input_digests.get(path) for path in benchmark_paths(entry)] if entry else None
 
 
 def backend_resources(rule):

@@ -15,6 +15,8 @@ rule corpus:
         items_per_domain=STUDY.corpus.items_per_domain,
         seed=STUDY.corpus.seed,
         files=list(STUDY.corpus.files),
+        # their contents: a file replaced by other bytes rebuilds the corpus, whatever its mtime
+        files_sha256=[STUDY.input_digests.get(entry["path"]) for entry in STUDY.corpus.files],
         validation=row_checks(STUDY.data_validation["corpus"]),
         quarantine=layout.CORPUS_QUARANTINE,
     script:
@@ -34,6 +36,8 @@ rule benchmark_items:
     params:
         n_items=STUDY.benchmarks.items,
         path=lambda wc: STUDY.benchmarks.files.get(wc.benchmark),
+        # its files' contents (None for a generated benchmark): other bytes rebuild the items, whatever the mtime
+        files_sha256=benchmark_digests,
         hub_fallback=STUDY.benchmarks.hub_fallback,
         seed=STUDY.benchmarks.seed,
         validation=row_checks(STUDY.data_validation["benchmarks"]),
