@@ -5,6 +5,8 @@ The unit tests build rows by hand; the workflow tests write bad data files and r
 `benchmark_items` rules with Snakemake, checking the audit counts against the rows planted in each file.
 """
 import json
+import os
+import re
 import subprocess
 import sys
 import warnings
@@ -650,3 +652,40 @@ def test_a_utf8_byte_order_mark_is_read_as_utf8_in_benchmark_and_corpus_files(tm
                                                                           "answer_format": "math"}])
     assert report["files"][str(corpus)]["rows_kept"] == 2
     assert built.tail(2)["answer"].tolist() == ["144", "6"]
+
+
+def _planned_jobs(tmp: Path, *targets: str) -> dict[str, int]:
+    """The jobs a real dry run plans for `targets`, by rule."""
+    result = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--snakefile", str(REPO / "Snakefile"),
+                             "--directory", str(tmp), "--configfile", str(tmp / "config.yaml"), "--cores", "1",
+                             *targets], capture_output=True, text=True, timeout=600)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    if "Nothing to be done" in output:
+        return {}
+    stats = output.split("Job stats:")[1]
+    return {rule: int(count) for rule, count in re.findall(r"^(\w+)\s+(\d+)\s*$", stats, re.MULTILINE)
+            if rule != "total"}
+
+
+def test_an_input_file_replaced_by_other_bytes_with_an_older_mtime_replans_the_job_that_reads_it(tmp_path):
+    """`rsync -t`, `cp -p` or a backup restore put other bytes in place under an older mtime, which Snakemake alone
+    would trust: the files' contents are in the params of the jobs that read them, so those jobs are planned again —
+    and only those (the benchmark that was not replaced, and the generated ones, stay as built)."""
+    _jsonl(tmp_path / "mine.jsonl", _math(4))
+    gsm8k = [{"question": f"Tom has {i} apples and buys one. How many?", "answer": f"#### {i + 1}"} for i in range(6)]
+    _jsonl(tmp_path / "gsm8k.jsonl", gsm8k)
+    _config(tmp_path, [{"path": "mine.jsonl", "domain": "math", "answer_format": "math"}], "gsm8k.jsonl", {})
+    targets = ("results/corpus/raw.parquet", *(f"results/benchmarks/{b}.parquet"
+                                               for b in ("GSM8K", "syllogism", "unit_conversion")))
+    built = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory",
+                            str(tmp_path), "--configfile", str(tmp_path / "config.yaml"), "--cores", "1", *targets],
+                           capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr[-3000:]
+    assert _planned_jobs(tmp_path, *targets) == {}
+    for name, rows in (("mine.jsonl", _math(4, 30)), ("gsm8k.jsonl", gsm8k[::-1])):
+        path = tmp_path / name
+        before = path.stat()
+        _jsonl(path, rows)
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns - 3_600 * 10**9))  # an hour older than it was
+    assert _planned_jobs(tmp_path, *targets) == {"corpus": 1, "benchmark_items": 1}
