@@ -267,6 +267,8 @@ def _runtime_lines(cells: list[dict]) -> list[str]:
                  + ")" for i, (value, ids) in enumerate(ordered)]
         lines.append(f"- {key}: " + "; ".join(parts))
     return lines
+
+
 def _headline(built_elsewhere: Mapping[str, Any]) -> list[str]:
     """The lines that come before the counts: which shared outputs another config built."""
     records, tables = built_elsewhere["records"], built_elsewhere["tables"]

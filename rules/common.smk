@@ -11,12 +11,12 @@ from dataflex_rl.benchmarks.paths import benchmark_paths
 from dataflex_rl.benchmarks.registry import registry_order
 from dataflex_rl.config_checks import config_errors, resource_errors
 from dataflex_rl.config_yaml import config_yaml_errors
-from dataflex_rl.input_digests import input_digests
 from dataflex_rl.evaluate.benchmark_fit import benchmark_token_caps
+from dataflex_rl.input_digests import input_digests
 from dataflex_rl.policies.catalogue import CATALOGUE
-from dataflex_rl.readable import parquet_problem, record_problem
 from dataflex_rl.plan import hub_benchmarks, matrix_summary, model_notes, planned_jobs
 from dataflex_rl.package_versions import PROVENANCE_PACKAGES
+from dataflex_rl.readable import parquet_problem, record_problem
 from dataflex_rl.report.outputs import figure_paths, table_paths
 from dataflex_rl.study import Study, row_checks
 from dataflex_rl.tasks.token_caps import answer_token_cap

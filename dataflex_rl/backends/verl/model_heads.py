@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import NamedTuple
 
+from dataflex_rl.backends.verl.model_source import hub_name_error, is_local
+
 
 class Heads(NamedTuple):
     attention: int
@@ -14,11 +16,13 @@ class Heads(NamedTuple):
 
 
 def _config_file(path: str) -> Path | None:
-    local = Path(path)
-    if local.is_dir():
-        return local / "config.json" if (local / "config.json").is_file() else None
-    if path.startswith(("/", ".")) or path.count("/") != 1:
-        return None  # a local path that is not there (its own check names it), or not a hub name
+    """Where a local or hub model's config.json is, read the way model_source tells the two apart (the working
+    directory is the workflow's)."""
+    if is_local(path, Path(".")):
+        config = Path(path) / "config.json"
+        return config if config.is_file() else None  # a missing path or config: model_source's check names it
+    if hub_name_error(path):
+        return None
     from huggingface_hub import try_to_load_from_cache
 
     cached = try_to_load_from_cache(path, "config.json")  # the cache only: no network
