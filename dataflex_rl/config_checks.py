@@ -27,6 +27,7 @@ from dataflex_rl.prompt_selection.candidates import SelectionSize
 from dataflex_rl.readable import parquet_problem
 from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.sections import filled
+from dataflex_rl.slurm_nodes import partition_requests
 from dataflex_rl.study import EvaluationSettings
 from dataflex_rl.tasks.prompting import render_prompt
 from dataflex_rl.tasks.training_fit import prompt_token_cap
@@ -583,10 +584,7 @@ def resource_errors(config: Mapping[str, Any], resources: Mapping[str, Mapping[s
     partitions = (config.get("cluster") or {}).get("partitions")
     if not partitions:
         return errors
-    for rule, values in resources.items():
-        partition = values.get("slurm_partition")
-        if partition is None:
-            continue
+    for rule, values, partition in partition_requests(resources):
         if partition not in partitions:
             errors.append(f"resources of rule {rule}: slurm_partition={partition!r} is not in cluster.partitions"
                           f"{did_you_mean(partition, partitions)} (known: {_known(partitions)})")

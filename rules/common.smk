@@ -18,6 +18,7 @@ from dataflex_rl.plan import hub_benchmarks, matrix_summary, model_notes, planne
 from dataflex_rl.package_versions import PROVENANCE_PACKAGES
 from dataflex_rl.readable import parquet_problem, record_problem
 from dataflex_rl.report.outputs import figure_paths, table_paths
+from dataflex_rl.slurm_nodes import cluster_nodes, node_fit_errors
 from dataflex_rl.study import Study, row_checks
 from dataflex_rl.tasks.token_caps import answer_token_cap
 from dataflex_rl.tasks.training_fit import TRAINING_ANSWERS, prompt_token_cap
@@ -377,11 +378,22 @@ def rule_resources(name):
     return {key: values[key] for key in RESOURCE_NAMES if values.get(key) is not None}
 
 
+def cluster_fit_errors(resources):
+    """Jobs meant for Slurm (their resources name a slurm_partition) that no node of the cluster `sinfo` answers for
+    can run (slurm_nodes); nothing where the study gives cluster.partitions itself or sinfo does not answer."""
+    if (config.get("cluster") or {}).get("partitions") or not any("slurm_partition" in r for r in resources.values()):
+        return []
+    nodes = cluster_nodes()
+    return node_fit_errors(resources, nodes) if nodes else []
+
+
 def check_resources_and_summarise():
     """Refuse resource requests that cannot run (config_checks.resource_errors), then print the matrix summary."""
     jobs = planned_jobs(STUDY)
     resources = {rule: rule_resources(rule) for rule, count in jobs.items() if count}
-    errors = [] if STUDY.records_file else resource_errors(config, resources, Path.cwd())
+    errors = (
+        [] if STUDY.records_file else resource_errors(config, resources, Path.cwd()) + cluster_fit_errors(resources)
+    )
     if errors:
         raise ValueError(f"invalid resources ({len(errors)} problem(s)):\n  - " + "\n  - ".join(errors))
     summary = matrix_summary(STUDY, config, jobs, resources, HUB_BENCHMARKS, model_notes(STUDY, Path.cwd()))

@@ -180,8 +180,28 @@ def test_reference_runs_learn_so_that_the_comparison_can_fail(workspace, referen
     assert references["dump_ucb"][1]["p:math"].nunique() > 1  # the mixture's state steers the draws
 
 
-def test_a_malformed_fault_plan_is_refused(monkeypatch):
-    monkeypatch.setenv(ENV, "checkpoint:x")
-    with pytest.raises(ValueError, match=f"{ENV}='checkpoint:x' is not <point>:<step>; point is one of {POINTS[0]}"):
+@pytest.mark.parametrize("text", ["checkpoint:x", "after_checkpoint:2:pause", "after_checkpoint:2:hang:3"])
+def test_a_malformed_fault_plan_is_refused(monkeypatch, text):
+    monkeypatch.setenv(ENV, text)
+    with pytest.raises(ValueError, match=f"{ENV}='{text}' is not <point>:<step>\\[:hang\\]; point is one of "
+                                         f"{POINTS[0]}"):
         FaultPlan.from_environment()
+
+
+def test_a_hang_stops_the_process_at_its_point_until_a_signal_ends_it():
+    """What a scheduler's time limit, scancel or requeue meets (tests/test_slurm_cluster.py): a process that neither
+    exits nor dies by itself, and ends on SIGTERM."""
+    script = ("from dataflex_rl.faults import FaultPlan\n"
+              "plan = FaultPlan.from_environment()\n"
+              "plan.reached('after_checkpoint', 1)\n"
+              "plan.reached('after_checkpoint', 2)\n"
+              "print('passed the point')\n")
+    process = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, ENV: "after_checkpoint:2:hang"},
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stderr.readline() == f"{ENV}: stopped at after_checkpoint of step 2 until killed\n"
+    with pytest.raises(subprocess.TimeoutExpired):
+        process.wait(timeout=1)
+    process.terminate()
+    stdout, _ = process.communicate(timeout=10)
+    assert process.returncode == -signal.SIGTERM and stdout == ""
 

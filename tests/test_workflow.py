@@ -157,14 +157,6 @@ def planned(config: dict, workdir: Path, name: str) -> dict[str, int]:
     return {} if "Nothing to be done" in output else {k: v for k, v in job_counts(output).items() if k != "total"}
 
 
-@pytest.fixture(scope="module")
-def smoke_tree(tmp_path_factory):
-    """The smoke study, run once for the tests below (the last one changes it)."""
-    root = tmp_path_factory.mktemp("smoke")
-    snakemake("--cores", "2", "--configfile", str(REPO / "config/smoke.yaml"), "--directory", str(root), "--quiet")
-    return root
-
-
 @pytest.mark.slow
 def test_smoke_study_runs_end_to_end(smoke_tree):
     records = pd.read_parquet(smoke_tree / "results/records/records.parquet")

@@ -1,0 +1,110 @@
+"""What the Slurm cluster this machine submits to can give one job: its nodes, as `sinfo` lists them at dry run.
+
+Slurm never starts a job that asks a partition for more CPUs, memory or GPUs than any single node of it has: it refuses
+the job at submission, or holds it pending for ever (reason `Resources` or `PartitionConfig`), and the run waits on it.
+Where `sinfo` answers, the dry run refuses such a job before anything is submitted; where it does not (no Slurm on this
+machine, no controller answering), the dry run says nothing. A study's own `cluster.partitions` replaces the question.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+SINFO = ["sinfo", "--noheader", "--Node", "--format=%N|%P|%c|%m|%G"]
+
+
+@dataclass(frozen=True)
+class Node:
+    """One node of one partition (a node in two partitions is listed once per partition, as sinfo does)."""
+
+    name: str
+    partition: str
+    default: bool  # the cluster's default partition (a `*` after its name)
+    cpus: int
+    mem_mb: int
+    gpus: int
+
+
+def gres_gpus(gres: str) -> int:
+    """The GPUs a node's GRES string offers: `gpu:4`, `gpu:a100:4(S:0-1)`, `gpu:a100:2,gpu:v100:2` (4),
+    `(null)` (0); other generic resources count nothing."""
+    total = 0
+    for entry in gres.split(","):
+        fields = re.sub(r"\(.*?\)", "", entry.strip()).split(":")
+        if fields[0] == "gpu" and len(fields) > 1 and fields[-1].isdigit():
+            total += int(fields[-1])
+    return total
+
+
+def parse_sinfo(text: str) -> list[Node]:
+    """The nodes of `sinfo --noheader --Node --format=%N|%P|%c|%m|%G` output."""
+    nodes = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        name, partition, cpus, memory, gres = line.strip().split("|", 4)
+        nodes.append(Node(name, partition.rstrip("*"), partition.endswith("*"), int(cpus.rstrip("+")),
+                          int(memory.rstrip("+")), gres_gpus(gres)))
+    return nodes
+
+
+def cluster_nodes(timeout: float = 10) -> list[Node] | None:
+    """The nodes `sinfo` lists, or None where it is not installed, fails or does not answer within `timeout` s."""
+    try:
+        answer = subprocess.run(SINFO, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if answer.returncode != 0:
+        return None
+    return parse_sinfo(answer.stdout) or None
+
+
+def _request(values: Mapping[str, Any]) -> dict[str, int]:
+    """What one node must give a job: its CPUs per task, memory and GPUs (a multi-node job's GPUs spread evenly)."""
+    nodes = int(values.get("nodes") or 1)
+    return {"cpus": int(values.get("cpus_per_task") or 1), "mem_mb": int(values.get("mem_mb") or 0),
+            "gpus": -(-int(values.get("gpu") or 0) // nodes)}
+
+
+def partition_requests(resources: Mapping[str, Mapping[str, Any]]):
+    """(rule, its resource values, its partition) for each rule whose resources name a `slurm_partition`."""
+    for rule, values in resources.items():
+        if values.get("slurm_partition") is not None:
+            yield rule, values, values["slurm_partition"]
+
+
+def node_fit_errors(resources: Mapping[str, Mapping[str, Any]], nodes: list[Node]) -> list[str]:
+    """Each rule whose resources name a `slurm_partition` that the cluster lacks, or ask more than any one node of it
+    has; `resources` maps a rule to its effective values (config_checks.resource_errors)."""
+    partitions = sorted({node.partition for node in nodes})
+    errors = []
+    for rule, values, partition in partition_requests(resources):
+        if partition not in partitions:
+            errors.append(f"resources of rule {rule}: slurm_partition={partition!r} is not a partition of the Slurm "
+                          f"cluster sinfo answers for (its partitions: {', '.join(partitions)}); name one of them "
+                          f"(--set-resources {rule}:slurm_partition=..., or models.<m>.resources.{rule}"
+                          f".slurm_partition for a GPU job)")
+            continue
+        request = _request(values)
+        members = [node for node in nodes if node.partition == partition]
+        if any(all(getattr(node, key) >= amount for key, amount in request.items()) for node in members):
+            continue
+        largest = {key: max(getattr(node, key) for node in members) for key in request}
+        # the node that gives the most of what is asked: the suggestion is what it lacks, sized to it
+        closest = max(members, key=lambda node: sum(getattr(node, key) >= amount for key, amount in request.items()))
+        short = [key for key in request if request[key] > getattr(closest, key)]
+        asked = ", ".join(f"{_NAMES[key]}={values.get(_NAMES[key]) or 0}" for key in request
+                          if request[key] or key == "cpus")
+        errors.append(f"resources of rule {rule}: {asked} fit no node of Slurm partition {partition!r} (sinfo: "
+                      f"{len(members)} node(s), at most {largest['cpus']} CPUs, {largest['mem_mb']} MB and "
+                      f"{largest['gpus']} GPUs each); Slurm would refuse the job or hold it pending for ever — ask "
+                      f"less, e.g. --set-resources "
+                      + " ".join(f"{rule}:{_NAMES[key]}={getattr(closest, key)}" for key in short)
+                      + " (README: a small cluster), or use another partition")
+    return errors
+
+
+_NAMES = {"cpus": "cpus_per_task", "mem_mb": "mem_mb", "gpus": "gpu"}

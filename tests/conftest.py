@@ -1,0 +1,40 @@
+"""Tests not marked `slurm` see a machine without Slurm, whatever this one runs (tests/slurm/cluster.sh may have started
+a cluster): the dry run asks `sinfo` what the cluster's nodes can give (dataflex_rl/slurm_nodes.py), and an empty
+SLURM_CONF makes every Slurm command fail, so the dry run says nothing."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_slurm_cluster_unless_marked(request):
+    """Module-wide, so that the module's own fixtures (dry runs of the paper matrix) see no cluster either."""
+    if request.node.get_closest_marker("slurm") is not None:
+        yield
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SLURM_CONF", os.devnull)
+        yield
+
+
+@pytest.fixture(scope="session")
+def smoke_study(tmp_path_factory):
+    """The smoke study, run once locally: (its folder, the bytes of its CSV tables as the run left them). The tests of
+    tests/test_workflow.py change the folder; the tables are the reference of tests/test_slurm_cluster.py."""
+    root = tmp_path_factory.mktemp("smoke")
+    result = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--cores", "2",
+                             "--configfile", str(REPO / "config/smoke.yaml"), "--directory", str(root), "--quiet"],
+                            cwd=REPO, capture_output=True, text=True, env={**os.environ, "SLURM_CONF": os.devnull})
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    tables = root / "results/tables/smoke"
+    return root, {path.relative_to(tables).as_posix(): path.read_bytes() for path in sorted(tables.rglob("*.csv"))}
+
+
+@pytest.fixture
+def smoke_tree(smoke_study):
+    return smoke_study[0]
