@@ -1,6 +1,6 @@
 """The cluster's nodes as `sinfo` lists them, and the jobs no node of their partition can run (dataflex_rl/slurm_nodes.py):
 hand-written sinfo lines, so that these run without Slurm; tests/test_slurm_cluster.py asks a real one."""
-from dataflex_rl.slurm_nodes import Node, gres_gpus, node_fit_errors, parse_sinfo
+from dataflex_rl.slurm_nodes import Node, cluster_nodes, gres_gpus, node_fit_errors, parse_sinfo
 
 SINFO = """\
 cpu01|cpu*|64|256000|(null)
@@ -40,3 +40,15 @@ def test_gpus_beyond_any_node_and_an_unknown_partition_are_refused():
     [unknown] = node_fit_errors({"score": {"slurm_partition": "a100", "gpu": 1}}, nodes)
     assert unknown.startswith("resources of rule score: slurm_partition='a100' is not a partition of the Slurm "
                               "cluster sinfo answers for (its partitions: cpu, gpu)")
+
+
+def test_no_answer_from_sinfo_means_no_nodes(monkeypatch, tmp_path):
+    """No Slurm installed, or a Slurm whose controller cannot be reached: the dry run has nothing to check against."""
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sinfo on it
+    assert cluster_nodes() is None
+    fake = tmp_path / "sinfo"
+    fake.write_text("#!/bin/sh\necho 'sinfo: error: Unable to contact slurm controller (connect failure)' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    assert cluster_nodes() is None
+    fake.write_text("#!/bin/sh\nprintf 'node1|debug*|4|8000|(null)\\n'\n")
+    assert cluster_nodes() == [Node("node1", "debug", True, 4, 8000, 0)]
