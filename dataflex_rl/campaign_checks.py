@@ -1,13 +1,18 @@
 """Dry-run checks of a config's `regimes` and `campaigns` (docs/refusals.md): every name a campaign lists must be
 declared, each method must take part in a comparison within its campaign (its control trains there, or it is the
-control of a method that does: the mixer campaign's static reference), and a regime name must not collide with the
-run paths' own words."""
+control of a method that does: the mixer campaign's static reference), a regime name must not collide with the
+run paths' own words, and an unbalanced pool must keep the validation prompts its prompt selections draw."""
 from __future__ import annotations
 
+import math
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from dataflex_rl.corpus_bound import domain_rows_bound
 from dataflex_rl.layout import FULL_DATA, UNTRAINED
+from dataflex_rl.policies.catalogue import CATALOGUE
 from dataflex_rl.regimes.catalogue import regime_errors, regime_params
+from dataflex_rl.regimes.shares import pool_sizes_at_share
 from dataflex_rl.suggest import did_you_mean
 
 _RESERVED_REGIMES = (FULL_DATA, UNTRAINED)
@@ -35,13 +40,66 @@ def _campaign_errors(name: str, entry: Mapping[str, Any], config: Mapping[str, A
     return errors
 
 
-def campaign_errors(config: Mapping[str, Any], domains: Sequence[str]) -> list[str]:
+def _validation_sizes(methods: Sequence[str], config: Mapping[str, Any]) -> dict[str, int]:
+    """The validation_size of each prompt-selection method among `methods` (catalogue default filled in)."""
+    sizes = {}
+    for method in methods:
+        entry = config["methods"].get(method) or {}
+        spec = CATALOGUE.get(entry.get("policy"))
+        if spec is not None and spec.family == "prompt_selection":
+            sizes[method] = spec.resolve(entry.get("params") or {})["validation_size"]
+    return sizes
+
+
+def _least_share(target: int, others: int, size: int) -> float:
+    """The smallest share (to 3 decimals) at which an unbalanced pool keeps `size` of `target` rows beside `others`."""
+    share = min(1.0, math.ceil(1000 * size / (size + others)) / 1000)
+    while pool_sizes_at_share(target, others, share)[0] < size and share < 1:
+        share = min(1.0, round(share + 0.001, 3))
+    return share
+
+
+def _validation_pool_errors(name: str, entry: Mapping[str, Any], config: Mapping[str, Any], domains: Sequence[str],
+                            workdir: Path) -> list[str]:
+    """Every prompt selection holds out `validation_size` validation prompts drawn from the unbalanced pool's target
+    domain only (prompt_selection.selector.RowLabels): a regime whose share keeps fewer target rows than that fails
+    at train start. The bound is the corpus's most target rows (corpus_bound), so a refusal here is certain."""
+    sizes = _validation_sizes(entry.get("methods", list(config["methods"])), config)
+    errors = []
+    for regime in entry.get("regimes", ()) if sizes else ():
+        spec = (config.get("regimes") or {}).get(regime)
+        if not spec or spec["transform"] != "unbalanced" or regime_errors("unbalanced", regime_params(spec), domains):
+            continue
+        domain, share = spec["target_domain"], spec["share"]
+        bound = domain_rows_bound(config, workdir, domain)
+        if bound is None:
+            continue  # a corpus file that cannot be counted: its own check names it
+        target, others = bound
+        kept = pool_sizes_at_share(target, others, share)[0]
+        for method, size in sizes.items():
+            if kept >= size:
+                continue
+            fixes = ([f"raise regimes.{regime}.share to at least {_least_share(target, others, size)} (with the "
+                      f"other domains' {others} rows at most; the exact duplicates the corpus drops leave fewer, "
+                      f"which need a larger share)"] if target >= size else
+                     [f"add {domain} rows (corpus.sources, corpus.items_per_domain or corpus.files): the corpus holds "
+                      f"at most {target}, so no share keeps {size}"])
+            fixes += [f"lower methods.{method}.params.validation_size to at most {kept}"] if kept else []
+            errors.append(f"regimes.{regime}.share: {share} keeps at most {kept} {domain} row(s) in the pool, fewer "
+                          f"than the {size} validation prompts (validation_size) of methods.{method}, which "
+                          f"campaigns.{name} trains on it: a prompt selection draws its validation prompts from the "
+                          f"unbalanced pool's target domain only — " + ", or ".join(fixes))
+    return errors
+
+
+def campaign_errors(config: Mapping[str, Any], domains: Sequence[str], workdir: Path = Path(".")) -> list[str]:
     """Every problem of the config's regimes and campaigns; `domains`: the corpus's domains (an unbalanced regime's
-    target must be one of them)."""
+    target must be one of them); corpus files are counted under `workdir`."""
     errors = [f"regimes.{name}: {problem}" for name, entry in (config.get("regimes") or {}).items()
               for problem in regime_errors(entry["transform"], regime_params(entry), domains)]
     errors += [f"regimes.{name}: the name {name!r} is reserved ({FULL_DATA!r}: the clean corpus, {UNTRAINED!r}: the "
               f"base model); rename the regime" for name in config.get("regimes") or {} if name in _RESERVED_REGIMES]
     for name, entry in (config.get("campaigns") or {}).items():
         errors += _campaign_errors(name, entry or {}, config)
+        errors += _validation_pool_errors(name, entry or {}, config, domains, workdir)
     return errors

@@ -17,6 +17,7 @@ from string import Formatter
 from typing import Any, Mapping
 
 from dataflex_rl.campaign_checks import campaign_errors
+from dataflex_rl.corpus_bound import corpus_rows_bound
 from dataflex_rl.suggest import did_you_mean, known as _known
 from dataflex_rl.policies.catalogue import CATALOGUE, StudyShape
 from dataflex_rl.backends.base import get_backend
@@ -28,6 +29,7 @@ from dataflex_rl.readable import parquet_problem
 from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.sections import filled
 from dataflex_rl.slurm_nodes import partition_requests
+from dataflex_rl.step_draws import repeated_draw_problem
 from dataflex_rl.study import EvaluationSettings
 from dataflex_rl.tasks.prompting import render_prompt
 from dataflex_rl.tasks.training_fit import prompt_token_cap
@@ -452,7 +454,7 @@ def semantic_errors(config: Mapping[str, Any], workdir: str | Path = ".") -> lis
     return (method_errors(config) + data_errors(config, workdir) + model_errors(config, workdir)
             + training_errors(config) + prompt_cap_errors(config) + records_errors(config, workdir)
             + template_errors(config)
-            + campaign_errors(config, corpus_domains(config)))
+            + campaign_errors(config, corpus_domains(config), workdir))
 
 
 # --- resources ------------------------------------------------------------------------------------------------------
@@ -461,56 +463,16 @@ _LIMITS = (("gpu", "gpus_per_node", "GPUs"), ("cpus_per_task", "cpus_per_node", 
            ("mem_mb", "mem_mb_per_node", "MB of memory"), ("runtime", "max_runtime", "minutes"))
 
 
-def corpus_rows_bound(config: Mapping[str, Any], workdir: Path, needed: int) -> tuple[int, str] | None:
-    """At most how many rows the training corpus can have, and how that bound is made up — or None where a corpus
-    file cannot be counted (its own checks report it). A procedural source draws its share of its domain's
-    `items_per_domain` (rounded up) before exact duplicates are dropped, so their sum bounds the corpus from above;
-    the corpus files are counted (JSONL lines, parquet metadata) only when the sources alone are fewer than `needed`,
-    before their rows are validated."""
-    corpus = config["corpus"]
-    sources = [REGISTRY[name] for name in corpus["sources"] if name in REGISTRY]
-    per_domain = {}
-    for source in sources:
-        per_domain.setdefault(source.domain, []).append(source)
-    rows = sum(len(group) * math.ceil(corpus["items_per_domain"] / len(group)) for group in per_domain.values())
-    parts = [f"corpus.items_per_domain {corpus['items_per_domain']} over {len(per_domain)} domain(s) of "
-             f"corpus.sources: {rows}"]
-    for index, entry in enumerate(corpus.get("files") or []):
-        if rows >= needed:
-            break
-        count = _file_rows(workdir / entry["path"])
-        if count is None:
-            return None
-        rows += count
-        parts.append(f"corpus.files[{index}] {entry['path']!r}: {count}")
-    return rows, "; ".join(parts)
-
-
-def _file_rows(path: Path) -> int | None:
-    """Rows of a corpus file before validation: JSONL non-blank lines, parquet row count from its metadata; None for
-    anything but a regular file (corpus_file_errors refuses it)."""
-    if not path.is_file():
-        return None
-    try:
-        if path.suffix == ".parquet":
-            import pyarrow.parquet as pq
-
-            return pq.ParquetFile(path).metadata.num_rows
-        with open(path, "rb") as handle:
-            return sum(1 for line in handle if line.strip())
-    except (OSError, ValueError):
-        return None
-
-
 def corpus_size_errors(config: Mapping[str, Any], workdir: Path) -> list[str]:
     prompts = config["training"]["prompts_per_step"]
     bound = corpus_rows_bound(config, workdir, prompts)
-    if bound is None or prompts <= bound[0]:
+    if bound is None:
         return []
     rows, made_of = bound
-    return [f"training.prompts_per_step: {prompts} > the training corpus's {rows} rows at most ({made_of}; before "
-            f"exact duplicates are dropped): a step would draw the same prompt more than once — lower "
-            f"training.prompts_per_step to at most {rows}, or raise corpus.items_per_domain or add corpus.files"]
+    problem = repeated_draw_problem(
+        prompts, rows, f"the training corpus's {rows} rows at most ({made_of}; before exact duplicates are dropped)",
+        f"lower training.prompts_per_step to at most {rows}, or raise corpus.items_per_domain or add corpus.files")
+    return [f"training.prompts_per_step: {problem}"] if problem else []
 
 
 def _largest_selection_round(config: Mapping[str, Any]) -> SelectionSize | None:

@@ -188,6 +188,17 @@ def _truncated_records_file(config, workdir):
     config["records_file"] = "data/records.parquet"
 
 
+def _unbalanced_selection(share: float):
+    """A campaign training gradalign on a pool that holds science at `share` (validation prompts: science only)."""
+    def change(config, workdir):
+        config["methods"]["gradalign"] = {"policy": "gradalign", "params": {"candidates_per_round": 24},
+                                          "control": "baseline"}
+        config["regimes"] = {"no_science": {"transform": "unbalanced", "target_domain": "science", "share": share}}
+        config["campaigns"] = {"unbalanced_pool": {"regimes": ["no_science"], "methods": ["baseline", "gradalign"]}}
+
+    return change
+
+
 def _drop_control(method: str):
     def change(config, workdir):
         config["methods"][method].pop("control")
@@ -246,6 +257,12 @@ CASES = [
     Case("prompt selection keeps nothing", _method("gradalign", {
         "policy": "gradalign", "params": {"candidates_per_round": 10, "selection_ratio": 20}, "control": "baseline"}),
          ("methods.gradalign.params.selection_ratio: ⌊M/q⌋ = ⌊10/20⌋ = 0 keeps no prompt",)),
+    Case("prompt selection keeping fewer prompts than a step draws", _method("gradalign", {
+        "policy": "gradalign", "params": {"candidates_per_round": 10, "selection_ratio": 10}, "control": "baseline"}),
+         ("methods.gradalign.params.selection_ratio: training.prompts_per_step 4 > the 1 prompt(s) a round keeps "
+          "(⌊M/q⌋ = ⌊10/10⌋; its 10 steps would make 40 passes over them): a step would draw the same prompt more "
+          "than once", "use selection_ratio ≤ 2, or raise candidates_per_round to at least 40, or lower "
+          "training.prompts_per_step to at most 1")),
     Case("validation probe with k_v <= k_r", _method("simacc", {
         "policy": "simacc", "params": {"rollouts_candidate": 8, "rollouts_validation": 4}, "control": "baseline"}),
          ("methods.simacc.params.rollouts_validation: k_v 4 ≤ k_r 8",)),
@@ -580,6 +597,13 @@ CASES = [
          ("parameter 'target_domain' of transform 'unbalanced':",
           "regimes.skewed: parameter 'target_domain' of transform 'unbalanced': 'science' is not a domain of the "
           "corpus, whose domains are ['logic', 'math']; use one of them or add a source of that domain")),
+    Case("an unbalanced pool without the target domain for a prompt selection", _unbalanced_selection(0.0),
+         ("regimes.no_science.share: 0.0 keeps at most 0 science row(s) in the pool, fewer than the 32 validation "
+          "prompts (validation_size) of methods.gradalign, which campaigns.unbalanced_pool trains on it",
+          "raise regimes.no_science.share to at least 0.211 (with the other domains' 120 rows at most")),
+    Case("an unbalanced pool with too few target rows for a prompt selection", _unbalanced_selection(0.1),
+         ("regimes.no_science.share: 0.1 keeps at most 13 science row(s) in the pool",
+          "or lower methods.gradalign.params.validation_size to at most 13")),
     Case("a campaign step budget of 0", _set("campaigns", {"long": {"steps": [3, 0]}}),
          ("campaigns.long.steps.1: 0 is less than the minimum of 1",)),
     Case("a truncated records_file", _truncated_records_file,

@@ -14,7 +14,7 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from dataflex_rl.backends.embedded.memory import parameter_count, score_peak_mb, train_peak_mb
 from dataflex_rl.backends.embedded.settings import ModelShape
-from dataflex_rl.config_checks import corpus_rows_bound
+from dataflex_rl.corpus_bound import corpus_rows_bound
 from dataflex_rl.tasks.corpus import build_corpus
 
 REPO = Path(__file__).resolve().parents[1]

@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from dataflex_rl.step_draws import repeated_draw_problem
+
 PAPER = "paper"
 RELEASED = "dataflex_released"
 SEMANTICS = (PAPER, RELEASED)
@@ -293,14 +295,30 @@ def _tscl(params, domains):
     return _floor_times_domains("floor")(params, domains)
 
 
+def _kept_set_problem(params, prompts_per_step: int, keep: int) -> str | None:
+    """A round's kept set smaller than a step's prompts: each step of the round draws a kept prompt more than once."""
+    candidates, ratio, steps = params["candidates_per_round"], params["selection_ratio"], params["steps_per_round"]
+    fixes = [f"use selection_ratio ≤ {candidates // prompts_per_step}"] if candidates >= prompts_per_step else []
+    fixes += [f"raise candidates_per_round to at least {ratio * prompts_per_step}",
+              f"lower training.prompts_per_step to at most {keep}"]
+    problem = repeated_draw_problem(
+        prompts_per_step, keep, f"the {keep} prompt(s) a round keeps (⌊M/q⌋ = ⌊{candidates}/{ratio}⌋; its {steps} steps "
+                          f"would make {steps * prompts_per_step / keep:g} passes over them)",
+        ", or ".join(fixes))
+    return f"training.prompts_per_step {problem}" if problem else None
+
+
 def _prompt_selection(params, shape):
-    """The round must keep at least one prompt; a validation probe needs more rollouts per validation prompt than per
-    candidate (k_v > k_r, the paper's §4.3); the response policy must be a response policy with valid parameters."""
+    """The round must keep at least one prompt, and at least a step's prompts (the corpus's rule, step_draws); a
+    validation probe needs more rollouts per validation prompt than per candidate (k_v > k_r, the paper's §4.3); the
+    response policy must be a response policy with valid parameters."""
     problems = []
     keep = params["candidates_per_round"] // params["selection_ratio"]
     if keep == 0:
         problems.append(("selection_ratio", f"⌊M/q⌋ = ⌊{params['candidates_per_round']}/{params['selection_ratio']}⌋ "
                                             "= 0 keeps no prompt; use selection_ratio ≤ candidates_per_round"))
+    elif kept_set := _kept_set_problem(params, shape.prompts_per_step, keep):
+        problems.append(("selection_ratio", kept_set))
     name = params["response_policy"]
     spec = CATALOGUE.get(name)
     if spec is None or spec.family not in RESPONSE_FAMILIES:

@@ -29,9 +29,12 @@ class SelectionSize:
 def validation_rows(eligible: Sequence[int], size: int, seed: int) -> list[int]:
     """`size` rows drawn uniformly without replacement from `eligible`, in draw order."""
     if size > len(eligible):
+        fixes = [f"lower validation_size to at most {len(eligible)}"] if eligible else []
+        fixes.append("give the regime's pool more eligible rows (a larger share of an unbalanced regime, a smaller "
+                     "fraction of a noisy_rewards one)")
         raise ValueError(f"prompt selection: validation_size {size} exceeds the {len(eligible)} corpus rows eligible "
-                         "as validation prompts (not reward-noised, in the regime's evaluation domain); lower "
-                         "validation_size")
+                         "as validation prompts (not reward-noised, in the regime's evaluation domain); "
+                         + ", or ".join(fixes))
     return random.Random(f"validation:{seed}").sample(list(eligible), size)
 
 

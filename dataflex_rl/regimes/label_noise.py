@@ -16,7 +16,7 @@ import pandas as pd
 
 from dataflex_rl.formats import get_format
 from dataflex_rl.regimes.record import RECORD_COLUMNS, rows_per_domain
-from dataflex_rl.regimes.sampling import rounded
+from dataflex_rl.regimes.shares import rounded
 from dataflex_rl.verify.verifiers import reward
 
 

@@ -17,7 +17,7 @@ import pandas as pd
 
 from dataflex_rl.items import item_metadata
 from dataflex_rl.regimes.record import RECORD_COLUMNS, rows_per_domain
-from dataflex_rl.regimes.sampling import rounded
+from dataflex_rl.regimes.shares import rounded
 
 NOISY_REWARD_KEY = "noisy_reward_p"
 _UNIT = 2.0**-53

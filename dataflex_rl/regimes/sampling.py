@@ -1,13 +1,14 @@
-"""The draws every transform shares: its generator, half-up rounding, largest-remainder quotas, domain-stratified
-samples, and a pool that holds one group of rows at an exact share."""
+"""The draws every transform shares: its generator, largest-remainder quotas, domain-stratified samples, and a pool
+that holds one group of rows at an exact share (its sizes, and half-up rounding: shares.py)."""
 from __future__ import annotations
 
 import hashlib
-import math
 from typing import Mapping
 
 import numpy as np
 import pandas as pd
+
+from dataflex_rl.regimes.shares import pool_sizes_at_share
 
 
 def transform_rng(transform: str, seed: int) -> np.random.Generator:
@@ -15,11 +16,6 @@ def transform_rng(transform: str, seed: int) -> np.random.Generator:
     (never Python's hash(), which changes between processes)."""
     digest = hashlib.blake2b(transform.encode(), digest_size=8).digest()
     return np.random.default_rng([seed, int.from_bytes(digest, "big")])
-
-
-def rounded(x: float) -> int:
-    """x rounded half up (Python's round() rounds half to even: round(2.5) == 2)."""
-    return math.floor(x + 0.5)
 
 
 def largest_remainder(counts: Mapping[str, int], total: int) -> dict[str, int]:
@@ -49,16 +45,6 @@ def pool_at_share(target: pd.DataFrame, others: pd.DataFrame, share: float,
                   rng: np.random.Generator) -> tuple[pd.Index, pd.Index]:
     """The index labels of the rows of `target` and of `others` that make a pool holding `target` rows at `share`.
 
-    The largest such pool: when there are enough target rows, every other row stays and round(share·O / (1 − share))
-    target rows join them; otherwise every target row stays and the others are cut to round(T·(1 − share) / share).
-    A cut group keeps its domain shares (largest remainder)."""
-    n_target, n_others = len(target), len(others)
-    if share >= 1:
-        keep_target, keep_others = n_target, 0
-    elif share <= 0:
-        keep_target, keep_others = 0, n_others
-    elif rounded(share * n_others / (1 - share)) <= n_target:
-        keep_target, keep_others = rounded(share * n_others / (1 - share)), n_others
-    else:
-        keep_target, keep_others = n_target, min(n_others, rounded(n_target * (1 - share) / share))
+    The largest such pool (shares.pool_sizes_at_share); a cut group keeps its domain shares (largest remainder)."""
+    keep_target, keep_others = pool_sizes_at_share(len(target), len(others), share)
     return sample_keeping_shares(target, keep_target, rng), sample_keeping_shares(others, keep_others, rng)

@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 
 from dataflex_rl.regimes.record import kept_or_dropped, rows_per_domain
-from dataflex_rl.regimes.sampling import rounded, sample_keeping_shares
+from dataflex_rl.regimes.sampling import sample_keeping_shares
+from dataflex_rl.regimes.shares import rounded
 
 
 def subset(corpus: pd.DataFrame, params: Mapping, rng: np.random.Generator,
