@@ -12,10 +12,12 @@ from dataflex_rl.benchmarks.registry import registry_order
 from dataflex_rl.config_checks import config_errors, resource_errors
 from dataflex_rl.config_yaml import config_yaml_errors
 from dataflex_rl.evaluate.benchmark_fit import benchmark_token_caps
+from dataflex_rl.gates import pending as pending_gates
 from dataflex_rl.input_digests import input_digests
 from dataflex_rl.policies.catalogue import CATALOGUE
 from dataflex_rl.plan import hub_benchmarks, matrix_summary, model_notes, planned_jobs
 from dataflex_rl.package_versions import PROVENANCE_PACKAGES
+from dataflex_rl.provenance import fingerprint
 from dataflex_rl.readable import parquet_problem, record_problem
 from dataflex_rl.report.outputs import figure_paths, table_paths
 from dataflex_rl.study import Study, row_checks
@@ -48,6 +50,7 @@ wildcard_constraints:
     benchmark="|".join(map(re.escape, BENCHMARKS)),
     run="|".join([layout.UNTRAINED, TRAINED_RUN]),
     regime="|".join(map(re.escape, STUDY.regimes)) or "(?!)",
+    data="|".join(map(re.escape, [layout.CORPUS_DATA, *BENCHMARKS])),
 
 
 def backend_env(wildcards):
@@ -182,24 +185,50 @@ def base_model_input(wildcards):
     return layout.base_model(wildcards.model) if STUDY.models[wildcards.model].builds_base_model else []
 
 
-def pending_gates(paths):
-    """The gate reports (calibration, parse gate) a job still has to wait for: those not written yet. A gate passes or
-    stops the DAG and changes no artefact, so a passed gate is not an input: rerunning it with other settings (a
-    calibration sample size, a scoring batch size) must retrain nothing, and Snakemake would skip the rerun checks of
-    every job downstream of a rerun gate. The gates are targets of `all` instead, so a changed setting reruns them."""
-    return [path for path in paths if not Path(path).exists()]
+# Gates are inputs of the jobs they guard only while those must wait for them (`pending_gates`: dataflex_rl/gates.py),
+# each given as {report: the fingerprint of the data its gate counts, or None}.
+def calibration_gates(benchmarks):
+    return dict.fromkeys(layout.calibration(b) for b in benchmarks)
+
+
+def quarantine_gates(data):
+    """The quarantine gates of `data` (layout.CORPUS_DATA or benchmark names), each with the fingerprint of its data
+    job's slice."""
+    return {layout.quarantine_gate(name): data_fingerprint(name) for name in data}
+
+
+def data_fingerprint(data):
+    return fingerprint(STUDY.corpus_slice() if data == layout.CORPUS_DATA else STUDY.benchmark_slice(data))
+
+
+def data_section(wildcards):
+    """The `data_validation` section of a quarantine gate's data."""
+    return "corpus" if wildcards.data == layout.CORPUS_DATA else "benchmarks"
+
+
+def base_model_gates(wildcards):
+    return pending_gates(calibration_gates(BENCHMARKS), [layout.base_model(wildcards.model)])
 
 
 def training_gates(wildcards):
     """The gates a run's training still waits for: every benchmark's calibration, and its model's parse gate unless
     `calibration.min_base_parse_rate` is 0 (no parse rate is below it, so that gate cannot stop anything and training
     starts beside the untrained base's scoring instead of after it; the gate still runs and reports)."""
-    parse_gate = [layout.parse_gate(wildcards.model)] if STUDY.calibration.min_base_parse_rate > 0 else []
-    return pending_gates([layout.calibration(b) for b in BENCHMARKS] + parse_gate)
+    gates = calibration_gates(BENCHMARKS)
+    if STUDY.calibration.min_base_parse_rate > 0:
+        gates[layout.parse_gate(wildcards.model)] = None
+    model, run = wildcards.model, wildcards.run
+    return pending_gates(
+        gates, [layout.run_model(model, run), layout.metrics(model, run), layout.train_provenance(model, run)]
+    )
 
 
 def gate_outputs():
-    return [layout.calibration(b) for b in BENCHMARKS] + [layout.parse_gate(m) for m in MODELS]
+    return (
+        [layout.quarantine_gate(name) for name in [layout.CORPUS_DATA, *BENCHMARKS]]
+        + [layout.calibration(b) for b in BENCHMARKS]
+        + [layout.parse_gate(m) for m in MODELS]
+    )
 
 
 def benchmark_file(wildcards):
@@ -222,9 +251,12 @@ def scored_model(wildcards):
 def score_inputs(wildcards):
     """A scoring job's inputs, by name (`unpack`: one function per job instead of one per input)."""
     benchmarks = scored(wildcards)
+    outputs = [
+        path(wildcards.model, wildcards.run, b) for b in benchmarks for path in (layout.score, layout.score_provenance)
+    ]
     return {
         "benchmark_items": [layout.benchmark_items(b) for b in benchmarks],
-        "gates": pending_gates([layout.calibration(b) for b in benchmarks]),
+        "gates": pending_gates(calibration_gates(benchmarks), outputs),
         "model": scored_model(wildcards),
         "record": trained_run_record(wildcards),
     }
