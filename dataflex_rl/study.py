@@ -2,8 +2,9 @@
 
 Every default lives here (or in the dataclass a section resolves to), not in the rules. A job's *slice* is the flat
 mapping {config key: resolved value} of everything its result depends on, upstream jobs included: the rules pass it
-as a `params:` value, so Snakemake replans exactly the jobs whose slice changed, and the job writes its fingerprint
-(`provenance.fingerprint(slice)`) beside its outputs. Keys are config paths (`training.learning_rate`,
+as a `params:` value, so Snakemake replans exactly the jobs whose slice changed (a score is held to its slice by the
+fingerprint of its provenance record instead, so that both scoring layouts share it: rules/common.smk,
+`rescored_when_stale`), and the job writes its fingerprint (`provenance.fingerprint(slice)`) beside its outputs. Keys are config paths (`training.learning_rate`,
 `methods.difffilter.params.low`, `models.tiny-qwen2.shape.hidden_size`), so a stale artefact names the keys that
 changed. Settings that cannot change a result stay out of every slice: `training.checkpoint_every` (a resumed run is
 bit-identical), `evaluation.seed` under greedy decoding, a method's control (read by the tables only), the

@@ -18,7 +18,7 @@ from dataflex_rl.policies.catalogue import CATALOGUE
 from dataflex_rl.plan import hub_benchmarks, matrix_summary, model_notes, planned_jobs
 from dataflex_rl.package_versions import PROVENANCE_PACKAGES
 from dataflex_rl.provenance import fingerprint
-from dataflex_rl.readable import parquet_problem, record_problem
+from dataflex_rl.readable import parquet_problem, record_problem, settings_problem
 from dataflex_rl.report.outputs import figure_paths, table_paths
 from dataflex_rl.study import Study, row_checks
 from dataflex_rl.tasks.token_caps import answer_token_cap
@@ -254,6 +254,7 @@ def score_inputs(wildcards):
     outputs = [
         path(wildcards.model, wildcards.run, b) for b in benchmarks for path in (layout.score, layout.score_provenance)
     ]
+    rescored_when_stale(wildcards, benchmarks, outputs)
     return {
         "benchmark_items": [layout.benchmark_items(b) for b in benchmarks],
         "gates": pending_gates(calibration_gates(benchmarks), outputs),
@@ -300,8 +301,38 @@ def scored_model_provenance(wildcards):
 
 
 # A scoring job covers one (run, benchmark) on a cluster, where a benchmark is long; on the embedded default one job
-# scores a run on every benchmark, since loading torch and transformers costs more than scoring 100 items.
+# scores a run on every benchmark, since loading torch and transformers costs more than scoring 100 items. Either way
+# it writes one score file per (run, benchmark), byte for byte the same: the layout is not a setting of the scores
+# (`rescored_when_stale`).
 SCORED = ["{benchmark}"] if STUDY.evaluation.job_per_benchmark else BENCHMARKS
+
+
+# The settings problems already said on stderr, each once.
+SAID = set()
+
+
+def rescored_when_stale(wildcards, benchmarks, outputs):
+    """Force a scoring job (its `outputs`) when the provenance record of any of its `benchmarks`' scores was written
+    with other settings than that score's slice now, or is damaged (readable.settings_problem).
+
+    Why not Snakemake's params, as every other job: Snakemake records a job's params with each of its outputs and
+    reruns the job when they differ, so a score file written by a one-job-per-run scoring job carries the slices of all
+    the run's benchmarks, and one written under `evaluation.job_per_benchmark` the slice of its own. Any params that
+    keep one benchmark's change from rescoring the run's other benchmarks therefore differ between the two layouts,
+    and toggling the layout, which changes no score, would rescore the whole study. The slices are derived params
+    instead (rule score), out of Snakemake's params trigger, and each score is held to its own slice here, by the
+    fingerprint its record carries: the same check in both layouts, so a score is reused whichever layout wrote it
+    and rescored when its own slice changes. Costs a small JSON read per finished score while the DAG is built."""
+    for benchmark in benchmarks:
+        record = layout.score_provenance(wildcards.model, wildcards.run, benchmark)
+        if not Path(record).is_file():
+            continue
+        problem = settings_problem(record, STUDY.score_slice(wildcards.model, wildcards.run, benchmark))
+        if problem:
+            workflow.dag.forcefiles.update(outputs)
+            if problem not in SAID:
+                SAID.add(problem)
+                print(f"scores {problem}: their scoring jobs are planned again", file=sys.stderr)
 
 
 def scored(wildcards):

@@ -1,6 +1,9 @@
 """What changes that change no result replan on a finished study, through the real `snakemake -n`: a quarantine
-threshold (a gate) and a deleted gate report; and what data rebuilt for other settings still replan."""
+threshold (a gate), a deleted gate report, and the scoring jobs' layout (`evaluation.job_per_benchmark`); and what the
+data rebuilt for other settings, or a score written with other settings, still replan."""
 import copy
+import json
+import os
 import re
 import subprocess
 import sys
@@ -22,6 +25,8 @@ CONFIG = {**SMOKE, "corpus": {**SMOKE["corpus"], "sources": BENCHMARKS},
           "benchmarks": {**SMOKE["benchmarks"], "names": BENCHMARKS},
           "methods": {name: SMOKE["methods"][name] for name in ("baseline", "static")}}
 MODEL = "tiny-qwen2"
+RUN = layout.run_name("static", 1, None, SMOKE["training"]["steps"])
+AFTER_SCORES = {"records": 1, "tables": 1, "all": 1}
 
 
 def changed(**settings) -> dict:
@@ -97,4 +102,48 @@ def test_a_deleted_gate_report_reruns_that_gate_alone_and_comes_back_the_same(st
     assert planned(study, CONFIG) == {**dict.fromkeys(reports.values(), 1), "all": 1}
     snakemake(study, CONFIG, "--cores", "2", "--quiet")
     assert {path: (study / path).read_bytes() for path in reports} == kept
+    assert planned(study, CONFIG) == {}
+
+
+@pytest.mark.slow
+def test_the_scoring_layout_reuses_every_score_and_both_write_the_same_bytes(study):
+    per_benchmark = changed(evaluation__job_per_benchmark=True)
+    assert planned(study, per_benchmark) == {}
+
+    score = study / layout.score(MODEL, RUN, "syllogism")
+    record = study / layout.score_provenance(MODEL, RUN, "syllogism")
+    kept = score.read_bytes(), record.read_bytes()  # written by the run's one scoring job
+    score.unlink(), record.unlink()
+    assert planned(study, per_benchmark) == {"score": 1, **AFTER_SCORES}
+    snakemake(study, per_benchmark, "--cores", "2", "--quiet")
+    assert (score.read_bytes(), record.read_bytes()) == kept
+    assert planned(study, CONFIG) == {} and planned(study, per_benchmark) == {}
+
+
+@pytest.mark.slow
+def test_a_score_written_with_other_settings_is_rescored_in_either_layout(study):
+    """Each score is held to its own slice by its record's fingerprint: a changed evaluation setting rescores every
+    score, and a single score written with another setting only its own scoring job."""
+    per_benchmark = changed(evaluation__job_per_benchmark=True)
+    scored_runs = 1 + 2 * 2  # the untrained base and 2 methods × 2 seeds
+    rescored = {"parse_gate": 1, **AFTER_SCORES}
+    assert planned(study, changed(evaluation__batch_size=7)) == {"score": scored_runs, **rescored}
+    assert planned(study, changed(evaluation__batch_size=7, evaluation__job_per_benchmark=True)) == {
+        "score": scored_runs * len(BENCHMARKS), **rescored}
+
+    path = study / layout.score_provenance(MODEL, RUN, "syllogism")
+    kept, stat = path.read_bytes(), path.stat()
+    record = json.loads(kept)
+    record["settings"]["evaluation.batch_size"] = 7
+    record["fingerprint"] = fingerprint(record["settings"])
+    path.write_text(json.dumps(record))
+    try:
+        assert planned(study, per_benchmark) == {"score": 1, **AFTER_SCORES}
+        assert planned(study, CONFIG) == {"score": 1, **AFTER_SCORES}  # the run's one job, all its benchmarks
+        dry_run = snakemake(study, CONFIG, "-n", "--nolock")
+        assert ("scores built with other settings (evaluation.batch_size): their scoring jobs are planned again"
+                in dry_run.stderr)
+    finally:
+        path.write_bytes(kept)
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert planned(study, CONFIG) == {}

@@ -101,6 +101,7 @@ REPLANNED = {
     "data_validation.corpus.max_answer_chars": 1999,
     "benchmarks.names": SMOKE["benchmarks"]["names"][::-1],
     "data_validation.corpus.max_quarantine_fraction": 0.2, "data_validation.benchmarks.max_quarantine_fraction": 0.1,
+    "evaluation.job_per_benchmark": True,
 }
 EXPECTED = {
     **{f"training.{key}": {"train": 8, "score": 8, **AFTER_TRAIN} for key in (
@@ -134,6 +135,7 @@ EXPECTED = {
     # gates too: the data come out the same, so only the quarantine gates rerun
     "data_validation.corpus.max_quarantine_fraction": {"quarantine_gate": 1, "all": 1},
     "data_validation.benchmarks.max_quarantine_fraction": {"quarantine_gate": 12, "all": 1},
+    "evaluation.job_per_benchmark": {},  # a job layout: both write the same scores (test_gate_and_layout_replans.py)
     # two changes in one edit: a rerun gate must not hide the other change from Snakemake's rerun checks
     "calibration.min_base_parse_rate+evaluation.batch_size": {"score": 9, "parse_gate": 1, "records": 1, "tables": 1,
                                                               "all": 1},
