@@ -24,7 +24,7 @@ DATA_FINGERPRINT = "data_fingerprint"
 
 def written_for_other_data(report: str, data_fingerprint: str | None) -> bool:
     """Whether the gate report at `report` counted other data than those with `data_fingerprint` (None: a gate whose
-    report names no data). An unreadable report counts as other data: its gate reruns before anything reads them."""
+    report names no data). An unreadable report counts as one on other data."""
     if data_fingerprint is None or not Path(report).is_file():
         return False
     try:
