@@ -25,6 +25,7 @@ nothing to do on the finished tree.
 from __future__ import annotations
 
 import argparse
+import ast
 import io
 import json
 import os
@@ -325,23 +326,38 @@ def finish_tree(dag: dict, workdir: Path) -> None:
                 path.mkdir(parents=True, exist_ok=True)
             else:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                _finished_file(path, out)
+                _finished_file(path, out, job)
             os.utime(path, (start + depth(job), start + depth(job)))
 
 
-def _finished_file(path: Path, out: str) -> None:
-    """An empty file, but for what the workflow reads while it builds the DAG (dataflex_rl/readable.py): a provenance
-    record and the records table hold what a real study's do, or the dry run would plan to rebuild them as damaged."""
+def _finished_file(path: Path, out: str, job: dict) -> None:
+    """An empty file, but for what the workflow reads while it builds the DAG (dataflex_rl/readable.py,
+    dataflex_rl/gates.py): a provenance record, the records table and a quarantine gate's report hold what a real
+    study's do (a score's record the fingerprint of its slice, a gate's report that of its data), or the dry run would
+    plan to rebuild them as damaged or stale."""
+    from dataflex_rl.gates import DATA_FINGERPRINT
     from dataflex_rl.layout import PROVENANCE, RECORDS
 
     if out.endswith(PROVENANCE):
-        path.write_text(json.dumps({"fingerprint": "", "settings": {}, "outputs": {}}))
+        recorded = _score_fingerprint(job, out) if job["rule"] == "score" else ""
+        path.write_text(json.dumps({"fingerprint": recorded, "settings": {}, "outputs": {}}))
+    elif job["rule"] == "quarantine_gate":
+        path.write_text(json.dumps({DATA_FINGERPRINT: ast.literal_eval(job["params"])["data_fingerprint"]}))
     elif out == RECORDS:
         import pandas as pd
 
         pd.DataFrame({"run_id": []}).to_parquet(path)
     else:
         path.touch()
+
+
+def _score_fingerprint(job: dict, record: str) -> str:
+    """The fingerprint of the slice a score job's params give the benchmark of its provenance record `record`."""
+    from dataflex_rl.layout import PROVENANCE
+    from dataflex_rl.provenance import fingerprint
+
+    benchmark = Path(record).name.removesuffix(f".{PROVENANCE}")
+    return next(fingerprint(s) for s in ast.literal_eval(job["params"])["settings"] if s["benchmark"] == benchmark)
 
 
 def _pattern(output_pattern: str) -> str:

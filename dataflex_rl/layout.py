@@ -92,6 +92,20 @@ def benchmark_quarantine(benchmark: str) -> str:
     return f"{RESULTS}/benchmarks/{benchmark}.quarantine.jsonl"
 
 
+# The data a quarantine gate holds to its threshold: the corpus, or a benchmark's items (by the benchmark's name).
+CORPUS_DATA = "corpus"
+
+
+def quarantine_gate(data: str) -> str:
+    """The quarantine gate's report on `data` (CORPUS_DATA or a benchmark name)."""
+    return f"{RESULTS}/gates/quarantine/{data}.json"
+
+
+def data_audit(data: str) -> str:
+    """The audit in which the data job of `data` (CORPUS_DATA or a benchmark name) counted its quarantined rows."""
+    return CORPUS_AUDIT if data == CORPUS_DATA else benchmark_audit(data)
+
+
 def calibration(benchmark: str) -> str:
     return f"{RESULTS}/calibration/{benchmark}.json"
 

@@ -36,6 +36,7 @@ def planned_jobs(study: Study) -> dict[str, int]:
     return {
         "corpus": 1,
         "benchmark_items": benchmarks,
+        "quarantine_gate": 1 + benchmarks,
         "calibrate": benchmarks,
         "decontaminate": 1,
         "base_model": sum(m.builds_base_model for m in study.models.values()),

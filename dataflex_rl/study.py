@@ -2,13 +2,15 @@
 
 Every default lives here (or in the dataclass a section resolves to), not in the rules. A job's *slice* is the flat
 mapping {config key: resolved value} of everything its result depends on, upstream jobs included: the rules pass it
-as a `params:` value, so Snakemake replans exactly the jobs whose slice changed, and the job writes its fingerprint
-(`provenance.fingerprint(slice)`) beside its outputs. Keys are config paths (`training.learning_rate`,
+as a `params:` value, so Snakemake replans exactly the jobs whose slice changed (a score is held to its slice by the
+fingerprint of its provenance record instead, so that both scoring layouts share it: rules/common.smk,
+`rescored_when_stale`), and the job writes its fingerprint (`provenance.fingerprint(slice)`) beside its outputs. Keys are config paths (`training.learning_rate`,
 `methods.difffilter.params.low`, `models.tiny-qwen2.shape.hidden_size`), so a stale artefact names the keys that
 changed. Settings that cannot change a result stay out of every slice: `training.checkpoint_every` (a resumed run is
 bit-identical), `evaluation.seed` under greedy decoding, a method's control (read by the tables only), the
 calibration gates (a gate passes or stops the DAG; it changes no artefact), the token caps a job holds its texts to
-(`data_validation.*.max_prompt_tokens`, `max_answer_tokens`: gates too, dataflex_rl.tasks.token_caps), threads.
+(`data_validation.*.max_prompt_tokens`, `max_answer_tokens`: gates too, dataflex_rl.tasks.token_caps), the quarantine
+gates' `data_validation.*.max_quarantine_fraction` (dataflex_rl.tasks.quarantine_gate), threads.
 
 Importing this module does not import torch: `snakemake -n` stays fast.
 """
@@ -29,12 +31,14 @@ from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.regimes.catalogue import REGIMES, regime_params
 from dataflex_rl.sections import filled
 from dataflex_rl.tasks.prompting import DEFAULT_TEMPLATE
+from dataflex_rl.tasks.quarantine_gate import MAX_QUARANTINE_FRACTION
 
 # Training settings that cannot change a run's result (a checkpointed, resumed run is bit-identical).
 RESULT_NEUTRAL_TRAINING = ("checkpoint_every",)
-# Data-validation settings that cannot change a result: token caps, checked by the jobs that tokenize, pass texts
-# within them unchanged and stop the job on one over them (the character caps quarantine rows: they are in the slices).
-TOKEN_CAPS = ("max_prompt_tokens", "max_answer_tokens")
+# Data-validation settings that cannot change a result, only stop the study: the token caps, checked by the jobs that
+# tokenize, pass texts within them unchanged and stop the job on one over them; the quarantine threshold is held by the
+# quarantine gate against the counts its data job wrote (the character caps quarantine rows: they are in the slices).
+VALIDATION_GATES = ("max_prompt_tokens", "max_answer_tokens", "max_quarantine_fraction")
 
 
 @dataclass(frozen=True)
@@ -282,13 +286,13 @@ def _flat(prefix: str, value: Any) -> dict[str, Any]:
 
 
 def row_checks(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """A `data_validation` section less its token caps (TOKEN_CAPS): the row checks a corpus or benchmark build
-    applies, and the only part of the section its params carry (a cap is a gate of the jobs that tokenize)."""
-    return {key: value for key, value in settings.items() if key not in TOKEN_CAPS}
+    """A `data_validation` section less its gates (VALIDATION_GATES): the row checks a corpus or benchmark build
+    applies, and the only part of the section its params carry."""
+    return {key: value for key, value in settings.items() if key not in VALIDATION_GATES}
 
 
 def _validation(section: str, settings: Mapping[str, Any]) -> dict[str, Any]:
-    """The flat slice entries of a `data_validation` section, less its token caps."""
+    """The flat slice entries of a `data_validation` section, less its gates."""
     return _flat(f"data_validation.{section}", row_checks(settings))
 
 
@@ -412,6 +416,10 @@ class Study:
         """The models whose untrained base's solve rates a regime transform reads (low_utility)."""
         return list(dict.fromkeys(model for regime, model in self.regime_corpora()
                                   if self.regimes[regime].needs_solve_rates))
+
+    def max_quarantine_fraction(self, section: str) -> float:
+        """The quarantine gate's threshold for `section` ("corpus" or "benchmarks"): configured, or its default."""
+        return self.data_validation[section].get("max_quarantine_fraction", MAX_QUARANTINE_FRACTION[section])
 
     def controls(self) -> dict[str, str]:
         return {name: m.control for name, m in self.methods.items() if m.control}

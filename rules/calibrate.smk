@@ -1,6 +1,7 @@
 rule calibrate:
     input:
-        layout.benchmark_items("{benchmark}"),
+        benchmark_items=layout.benchmark_items("{benchmark}"),
+        gates=lambda wc: pending_gates(quarantine_gates([wc.benchmark]), [layout.calibration(wc.benchmark)]),
     output:
         layout.calibration("{benchmark}"),
     log:

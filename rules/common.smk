@@ -12,11 +12,13 @@ from dataflex_rl.benchmarks.registry import registry_order
 from dataflex_rl.config_checks import config_errors, resource_errors
 from dataflex_rl.config_yaml import config_yaml_errors
 from dataflex_rl.evaluate.benchmark_fit import benchmark_token_caps
+from dataflex_rl.gates import pending as pending_gates
 from dataflex_rl.input_digests import input_digests
 from dataflex_rl.policies.catalogue import CATALOGUE
 from dataflex_rl.plan import hub_benchmarks, matrix_summary, model_notes, planned_jobs
 from dataflex_rl.package_versions import PROVENANCE_PACKAGES
-from dataflex_rl.readable import parquet_problem, record_problem
+from dataflex_rl.provenance import fingerprint
+from dataflex_rl.readable import parquet_problem, record_problem, settings_problem
 from dataflex_rl.report.outputs import figure_paths, table_paths
 from dataflex_rl.slurm_nodes import cluster_nodes, node_fit_errors
 from dataflex_rl.study import Study, row_checks
@@ -49,6 +51,7 @@ wildcard_constraints:
     benchmark="|".join(map(re.escape, BENCHMARKS)),
     run="|".join([layout.UNTRAINED, TRAINED_RUN]),
     regime="|".join(map(re.escape, STUDY.regimes)) or "(?!)",
+    data="|".join(map(re.escape, [layout.CORPUS_DATA, *BENCHMARKS])),
 
 
 def backend_env(wildcards):
@@ -183,24 +186,50 @@ def base_model_input(wildcards):
     return layout.base_model(wildcards.model) if STUDY.models[wildcards.model].builds_base_model else []
 
 
-def pending_gates(paths):
-    """The gate reports (calibration, parse gate) a job still has to wait for: those not written yet. A gate passes or
-    stops the DAG and changes no artefact, so a passed gate is not an input: rerunning it with other settings (a
-    calibration sample size, a scoring batch size) must retrain nothing, and Snakemake would skip the rerun checks of
-    every job downstream of a rerun gate. The gates are targets of `all` instead, so a changed setting reruns them."""
-    return [path for path in paths if not Path(path).exists()]
+# Gates are inputs of the jobs they guard only while those must wait for them (`pending_gates`: dataflex_rl/gates.py),
+# each given as {report: the fingerprint of the data its gate counts, or None}.
+def calibration_gates(benchmarks):
+    return dict.fromkeys(layout.calibration(b) for b in benchmarks)
+
+
+def quarantine_gates(data):
+    """The quarantine gates of `data` (layout.CORPUS_DATA or benchmark names), each with the fingerprint of its data
+    job's slice."""
+    return {layout.quarantine_gate(name): data_fingerprint(name) for name in data}
+
+
+def data_fingerprint(data):
+    return fingerprint(STUDY.corpus_slice() if data == layout.CORPUS_DATA else STUDY.benchmark_slice(data))
+
+
+def data_section(wildcards):
+    """The `data_validation` section of a quarantine gate's data."""
+    return "corpus" if wildcards.data == layout.CORPUS_DATA else "benchmarks"
+
+
+def base_model_gates(wildcards):
+    return pending_gates(calibration_gates(BENCHMARKS), [layout.base_model(wildcards.model)])
 
 
 def training_gates(wildcards):
     """The gates a run's training still waits for: every benchmark's calibration, and its model's parse gate unless
     `calibration.min_base_parse_rate` is 0 (no parse rate is below it, so that gate cannot stop anything and training
     starts beside the untrained base's scoring instead of after it; the gate still runs and reports)."""
-    parse_gate = [layout.parse_gate(wildcards.model)] if STUDY.calibration.min_base_parse_rate > 0 else []
-    return pending_gates([layout.calibration(b) for b in BENCHMARKS] + parse_gate)
+    gates = calibration_gates(BENCHMARKS)
+    if STUDY.calibration.min_base_parse_rate > 0:
+        gates[layout.parse_gate(wildcards.model)] = None
+    model, run = wildcards.model, wildcards.run
+    return pending_gates(
+        gates, [layout.run_model(model, run), layout.metrics(model, run), layout.train_provenance(model, run)]
+    )
 
 
 def gate_outputs():
-    return [layout.calibration(b) for b in BENCHMARKS] + [layout.parse_gate(m) for m in MODELS]
+    return (
+        [layout.quarantine_gate(name) for name in [layout.CORPUS_DATA, *BENCHMARKS]]
+        + [layout.calibration(b) for b in BENCHMARKS]
+        + [layout.parse_gate(m) for m in MODELS]
+    )
 
 
 def benchmark_file(wildcards):
@@ -223,9 +252,13 @@ def scored_model(wildcards):
 def score_inputs(wildcards):
     """A scoring job's inputs, by name (`unpack`: one function per job instead of one per input)."""
     benchmarks = scored(wildcards)
+    outputs = [
+        path(wildcards.model, wildcards.run, b) for b in benchmarks for path in (layout.score, layout.score_provenance)
+    ]
+    rescored_when_stale(wildcards, benchmarks, outputs)
     return {
         "benchmark_items": [layout.benchmark_items(b) for b in benchmarks],
-        "gates": pending_gates([layout.calibration(b) for b in benchmarks]),
+        "gates": pending_gates(calibration_gates(benchmarks), outputs),
         "model": scored_model(wildcards),
         "record": trained_run_record(wildcards),
     }
@@ -269,8 +302,38 @@ def scored_model_provenance(wildcards):
 
 
 # A scoring job covers one (run, benchmark) on a cluster, where a benchmark is long; on the embedded default one job
-# scores a run on every benchmark, since loading torch and transformers costs more than scoring 100 items.
+# scores a run on every benchmark, since loading torch and transformers costs more than scoring 100 items. Either way
+# it writes one score file per (run, benchmark), byte for byte the same: the layout is not a setting of the scores
+# (`rescored_when_stale`).
 SCORED = ["{benchmark}"] if STUDY.evaluation.job_per_benchmark else BENCHMARKS
+
+
+# The settings problems already said on stderr, each once.
+SAID = set()
+
+
+def rescored_when_stale(wildcards, benchmarks, outputs):
+    """Force a scoring job (its `outputs`) when the provenance record of any of its `benchmarks`' scores was written
+    with other settings than that score's slice now, or is damaged (readable.settings_problem).
+
+    Why not Snakemake's params, as every other job: Snakemake records a job's params with each of its outputs and
+    reruns the job when they differ, so a score file written by a one-job-per-run scoring job carries the slices of all
+    the run's benchmarks, and one written under `evaluation.job_per_benchmark` the slice of its own. Any params that
+    keep one benchmark's change from rescoring the run's other benchmarks therefore differ between the two layouts,
+    and toggling the layout, which changes no score, would rescore the whole study. The slices are derived params
+    instead (rule score), out of Snakemake's params trigger, and each score is held to its own slice here, by the
+    fingerprint its record carries: the same check in both layouts, so a score is reused whichever layout wrote it
+    and rescored when its own slice changes. Costs a small JSON read per finished score while the DAG is built."""
+    for benchmark in benchmarks:
+        record = layout.score_provenance(wildcards.model, wildcards.run, benchmark)
+        if not Path(record).is_file():
+            continue
+        problem = settings_problem(record, STUDY.score_slice(wildcards.model, wildcards.run, benchmark))
+        if problem:
+            workflow.dag.forcefiles.update(outputs)
+            if problem not in SAID:
+                SAID.add(problem)
+                print(f"scores {problem}: their scoring jobs are planned again", file=sys.stderr)
 
 
 def scored(wildcards):

@@ -1,5 +1,6 @@
 # A quarantine file is a params path, not an output: Snakemake deletes a failed job's outputs, and the quarantined rows
-# must survive the threshold failure they cause so that the researcher can inspect them.
+# must survive a failure (an unreadable file, one without a usable row) so that the researcher can inspect them. The
+# quarantine threshold is not a param: rule quarantine_gate holds the counts of the audit to it.
 rule corpus:
     input:
         files=[entry["path"] for entry in STUDY.corpus.files],
@@ -46,10 +47,34 @@ rule benchmark_items:
         "../workflow_scripts/benchmark_items.py"
 
 
+# A data file's quarantined share against data_validation.<section>.max_quarantine_fraction
+# (dataflex_rl/tasks/quarantine_gate.py): a gate, so the threshold is in no data job's params, and a changed one reruns
+# this job alone. The fingerprint of the data job's slice tells a report on other data (dataflex_rl/gates.py).
+rule quarantine_gate:
+    input:
+        audit=lambda wc: layout.data_audit(wc.data),
+    output:
+        layout.quarantine_gate("{data}"),
+    log:
+        "logs/gates/quarantine_{data}.log",
+    conda:
+        "../envs/cpu.yaml"
+    params:
+        section=data_section,
+        max_fraction=lambda wc: STUDY.max_quarantine_fraction(data_section(wc)),
+        data_fingerprint=lambda wc: data_fingerprint(wc.data),
+    script:
+        "../workflow_scripts/quarantine_gate.py"
+
+
 rule decontaminate:
     input:
         corpus=layout.CORPUS_RAW,
         benchmarks=[layout.benchmark_items(b) for b in BENCHMARKS],
+        gates=pending_gates(
+            quarantine_gates([layout.CORPUS_DATA, *BENCHMARKS]),
+            [layout.CORPUS_CLEAN, layout.DECONTAMINATION_AUDIT],
+        ),
     output:
         corpus=layout.CORPUS_CLEAN,
         audit=layout.DECONTAMINATION_AUDIT,

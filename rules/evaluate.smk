@@ -16,7 +16,9 @@ rule score:
     resources:
         **backend_resources("score"),
     params:
-        settings=lambda wc: [STUDY.score_slice(wc.model, wc.run, b) for b in scored(wc)],
+        # derived (a function of `output`: out of Snakemake's params trigger), so that a score is reused whichever
+        # layout wrote it; each score is held to its slice by its provenance record instead (rescored_when_stale)
+        settings=lambda wc, output: [STUDY.score_slice(wc.model, wc.run, b) for b in scored(wc)],
         job=per_model(STUDY.score_job),
         model_provenance=scored_model_provenance,
         token_caps=score_token_caps,

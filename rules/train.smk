@@ -1,7 +1,7 @@
 rule base_model:
     input:
         corpus=layout.CORPUS_CLEAN,
-        gates=pending_gates([layout.calibration(b) for b in BENCHMARKS]),
+        gates=base_model_gates,
     output:
         directory(layout.base_model("{model}")),
     log:

@@ -19,6 +19,7 @@ import yaml
 
 from dataflex_rl.benchmarks.loaders import BenchmarkSizeWarning
 from dataflex_rl.tasks.corpus import benchmark_items, build_corpus
+from dataflex_rl.tasks.quarantine_gate import QuarantineGateError, check_quarantine
 from dataflex_rl.tasks.validation import (FILE_ANSWER_FORMATS, REASONS, BenchmarkContentWarning, DataValidationError,
                                           FileReport, KeptRows, ValidationSettings, duplicate_items, file_problem,
                                           item_problem, keep_valid, read_jsonl, settle, text_type_problem,
@@ -124,21 +125,19 @@ def _report(rows_in: int, bad: int) -> FileReport:
     return report
 
 
-def test_threshold_is_a_fraction_of_each_file_and_the_quarantine_file_survives_the_failure(tmp_path):
-    settings = ValidationSettings(0.05, "data_validation.corpus.max_quarantine_fraction")
+def test_the_audit_counts_each_file_and_the_quarantine_file_survives_a_failure(tmp_path):
     quarantine = tmp_path / "quarantine.jsonl"
-    audit = settle([_report(20, 1)], settings, str(quarantine))  # 5% is allowed
-    assert audit["files"]["data/x.jsonl"]["rows_kept"] == 19 and len(quarantine.read_text().splitlines()) == 1
+    audit = settle([_report(20, 1), _report(20, 2)], str(quarantine))  # the share is the quarantine gate's to judge
+    assert audit["files"]["data/x.jsonl"] == {"rows_in": 20, "rows_kept": 18, "rows_quarantined": 2,
+                                              "quarantined_by_reason": {"missing_answer": 2}}
+    assert audit["quarantine"] == {"path": str(quarantine), "rows": 3, "by_reason": {"missing_answer": 3}}
     with pytest.raises(DataValidationError) as failure:
-        settle([_report(20, 1), _report(20, 2)], settings, str(quarantine))
+        settle([_report(20, 1), _report(3, 3)], str(quarantine))
     assert str(failure.value) == (
-        "data validation failed:\n  data/x.jsonl: 2 of 20 rows quarantined (10.0%) > "
-        "data_validation.corpus.max_quarantine_fraction = 0.05 (quarantined: missing_answer 2); "
-        f"inspect {quarantine}; fix the rows or raise data_validation.corpus.max_quarantine_fraction")
-    assert len(quarantine.read_text().splitlines()) == 3
-    with pytest.raises(DataValidationError, match="no usable row"):
-        settle([_report(3, 3)], ValidationSettings(1.0, "k"), None)
-    assert settle([], settings, str(quarantine))["quarantine"]["rows"] == 0 and quarantine.read_text() == ""
+        "data validation failed:\n  data/x.jsonl: no usable row (3 read; quarantined: missing_answer 3); "
+        f"inspect {quarantine}; a row needs prompt (or question) and answer text")
+    assert len(quarantine.read_text().splitlines()) == 4
+    assert settle([], str(quarantine))["quarantine"]["rows"] == 0 and quarantine.read_text() == ""
 
 
 def test_corpus_files_are_added_after_the_procedural_rows(tmp_path):
@@ -164,7 +163,7 @@ def test_a_benchmark_row_quarantined_after_loading_is_removed_by_position(tmp_pa
     rows = [{"question": q, "answer": f"#### {a}"} for q, a in [("What is 2+3?", 5), ("", 1), ("What is 4*5?", 20)]]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     items, audit = validated_benchmark_items(lambda p: benchmark_items("GSM8K", 10, 0, path=p), "GSM8K", str(path),
-                                             ValidationSettings(0.5, "k"), None)
+                                             ValidationSettings(), None)
     assert items["prompt"].tolist() == ["What is 2+3?", "What is 4*5?"]
     assert audit["files"][str(path)] == {"rows_in": 3, "rows_kept": 2, "rows_quarantined": 1,
                                          "quarantined_by_reason": {"missing_prompt": 1}}
@@ -258,16 +257,14 @@ def test_bad_data_files_through_the_corpus_and_benchmark_rules(tmp_path):
         + b'{"question": "Bob has 2 \xff pens", "answer": "#### 2"}\n{"question": \n')
     _config(passing, files, "gsm8k.jsonl", {"corpus": {"max_quarantine_fraction": 0.6, "max_prompt_chars": 200},
                                             "benchmarks": {"max_quarantine_fraction": 0.6}})
-    # Default thresholds: a corpus file 10% bad, a file without an answer column, and one bad GSM8K item each fail
-    # their job, leaving the quarantined rows to inspect and the other jobs' outputs in place.
+    # Default thresholds: a corpus file 10% bad and one bad GSM8K item each fail their quarantine gate, leaving the
+    # data as built, the quarantined rows to inspect and the other jobs' outputs in place.
     _jsonl(failing / "over.jsonl", _math(18, 100) + [{"question": "Q1?", "answer": ""}, {"question": "Q2?"}])
-    _jsonl(failing / "no_answer_column.jsonl", [{"question": r["question"], "solution": r["answer"]} for r in _math(3)])
     _jsonl(failing / "gsm8k_one_bad.jsonl", [{"question": "Tom has 2 apples. How many?", "answer": "#### 2"},
                                              {"question": "", "answer": "#### 3"}])
-    _config(failing, [{"path": "over.jsonl", "domain": "math", "answer_format": "math"},
-                      {"path": "no_answer_column.jsonl", "domain": "math", "answer_format": "math"}],
-            "gsm8k_one_bad.jsonl", {})
-    targets = ("results/corpus/raw.parquet", "results/benchmarks/GSM8K.parquet")
+    _config(failing, [{"path": "over.jsonl", "domain": "math", "answer_format": "math"}], "gsm8k_one_bad.jsonl", {})
+    targets = ("results/corpus/raw.parquet", "results/benchmarks/GSM8K.parquet", "results/gates/quarantine/corpus.json",
+               "results/gates/quarantine/GSM8K.json")
     runs = [_start_snakemake(passing, *targets), _start_snakemake(failing, *targets, "results/benchmarks/syllogism.parquet")]
     (_, passing_log), (_, failing_log) = (run.communicate(timeout=300) for run in runs)
 
@@ -290,17 +287,21 @@ def test_bad_data_files_through_the_corpus_and_benchmark_rules(tmp_path):
         "rows_in": 5, "rows_kept": 2, "rows_quarantined": 3,
         "quarantined_by_reason": {"invalid_utf8": 1, "malformed_json": 1, "missing_prompt": 1}}
     assert len(pd.read_parquet(passing / "results/benchmarks/GSM8K.parquet")) == 2
+    gate = json.loads((passing / "results/gates/quarantine/GSM8K.json").read_text())
+    assert gate["failed"] == [] and gate["files"]["gsm8k.jsonl"]["quarantined_share"] == 3 / 5
 
     assert runs[1].returncode != 0
-    assert ("over.jsonl: 2 of 20 rows quarantined (10.0%) > data_validation.corpus.max_quarantine_fraction = 0.05 "
-            "(quarantined: missing_answer 2); inspect results/corpus/quarantine.jsonl") in failing_log
-    assert ("no_answer_column.jsonl: no usable row (3 read; quarantined: missing_answer 3); inspect "
-            "results/corpus/quarantine.jsonl; a row needs prompt (or question) and answer text") in failing_log
+    assert ("quarantine gate failed (results/corpus/raw_audit.json): 1 file(s) lost more rows than "
+            "data_validation.corpus.max_quarantine_fraction allows:\n  over.jsonl: 2 of 20 rows quarantined (10.0%) > "
+            "data_validation.corpus.max_quarantine_fraction = 0.05 (quarantined: missing_answer 2); inspect "
+            "results/corpus/quarantine.jsonl\nFix the rows, or raise data_validation.corpus.max_quarantine_fraction: "
+            "only this gate reruns, the data stay as built") in failing_log
     assert ("gsm8k_one_bad.jsonl: 1 of 2 rows quarantined (50.0%) > data_validation.benchmarks.max_quarantine_fraction"
             " = 0.0 (quarantined: missing_prompt 1); inspect results/benchmarks/GSM8K.quarantine.jsonl") in failing_log
-    assert [reason for *_, reason in _quarantine(failing / "results/corpus/quarantine.jsonl")] == ["missing_answer"] * 5
+    assert [reason for *_, reason in _quarantine(failing / "results/corpus/quarantine.jsonl")] == ["missing_answer"] * 2
     assert _quarantine(failing / "results/benchmarks/GSM8K.quarantine.jsonl") == [("gsm8k_one_bad.jsonl", None, "missing_prompt")]
-    assert not (failing / "results/corpus/raw.parquet").exists()
+    assert (failing / "results/corpus/raw.parquet").is_file()  # the data as built; the gate's report is not
+    assert not (failing / "results/gates/quarantine/corpus.json").exists()
     syllogism = json.loads((failing / "results/benchmarks/syllogism.audit.json").read_text())
     assert syllogism["files"]["syllogism"] == {"rows_in": 4, "rows_kept": 4, "rows_quarantined": 0,
                                                "quarantined_by_reason": {}}
@@ -344,7 +345,7 @@ def test_text_numbers_and_missing_values_are_not_type_errors(value):
 
 
 def _validate(name: str, path: Path, quarantine: Path | None = None, **section):
-    settings = ValidationSettings.for_benchmarks({"max_quarantine_fraction": 0.9, **section})
+    settings = ValidationSettings.for_benchmarks(section)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", BenchmarkSizeWarning)
         return validated_benchmark_items(lambda p: benchmark_items(name, 0, 0, path=p), name, str(path), settings,
@@ -485,9 +486,11 @@ def test_a_question_repeated_after_normalisation_is_refused_unless_allowed(tmp_p
             {"question": "Tom has 2 apples! How many?", "answer": "#### 2"}]  # other punctuation: another question
     path, quarantine = tmp_path / "gsm8k.jsonl", tmp_path / "quarantine.jsonl"
     _jsonl(path, rows)
-    with pytest.raises(DataValidationError) as failure:
-        validated_benchmark_items(lambda p: benchmark_items("GSM8K", 0, 0, path=p), "GSM8K", str(path),
-                                  ValidationSettings.for_benchmarks({}), str(quarantine))
+    items, audit = validated_benchmark_items(lambda p: benchmark_items("GSM8K", 0, 0, path=p), "GSM8K", str(path),
+                                             ValidationSettings.for_benchmarks({}), str(quarantine))
+    assert items["id"].tolist() == ["GSM8K-000000", "GSM8K-000001", "GSM8K-000004"]
+    with pytest.raises(QuarantineGateError) as failure:  # the default benchmark threshold: no row may be lost
+        check_quarantine(audit, "GSM8K.audit.json", "benchmarks", 0.0, "f")
     assert "2 of 5 rows quarantined (40.0%) > data_validation.benchmarks.max_quarantine_fraction = 0.0 " \
            "(quarantined: duplicate_item 2)" in str(failure.value)
     assert [(r["reason"], r["id"]) for r in map(json.loads, quarantine.read_text().splitlines())] == [
@@ -555,20 +558,21 @@ def test_issue_15_data_files_through_the_corpus_and_benchmark_rules(tmp_path):
     config["benchmarks"]["names"].append("MATH-500")
     config["benchmarks"]["files"]["MATH-500"] = "math500.jsonl"
     (kept / "config.yaml").write_text(yaml.safe_dump(config))
-    # Default settings: unreadable corpus files each end in one line of the report; a repeated GSM8K question and
-    # unreadable benchmark files fail their benchmark_items jobs.
+    # Default settings: unreadable corpus files and one without an answer column each end in one line of the report;
+    # unreadable benchmark files fail their benchmark_items jobs, a repeated GSM8K question its quarantine gate.
     problems = _unreadable_files(refused)
     corpus_files = ["empty.jsonl", "text.parquet", "folder.jsonl", "utf16.jsonl"]
+    _jsonl(refused / "no_answer_column.jsonl", [{"question": r["question"], "solution": r["answer"]} for r in _math(3)])
     _jsonl(refused / "gsm8k.jsonl", gsm8k + [{**gsm8k[2], "question": "  " + gsm8k[2]["question"] + " "}])
-    _config(refused, [{"path": name, "domain": "math", "answer_format": "math"} for name in corpus_files],
-            "gsm8k.jsonl", {})
+    _config(refused, [{"path": name, "domain": "math", "answer_format": "math"}
+                      for name in corpus_files + ["no_answer_column.jsonl"]], "gsm8k.jsonl", {})
     config = yaml.safe_load((refused / "config.yaml").read_text())
     config["benchmarks"]["names"] += ["MATH-500", "AIME-2024"]
     config["benchmarks"]["files"].update({"MATH-500": "utf16be.jsonl", "AIME-2024": "cut.parquet"})
     (refused / "config.yaml").write_text(yaml.safe_dump(config))
     runs = [_start_snakemake(kept, "results/corpus/raw.parquet", "results/benchmarks/GSM8K.parquet",
                              "results/benchmarks/MATH-500.parquet"),
-            _start_snakemake(refused, "results/corpus/raw.parquet", "results/benchmarks/GSM8K.parquet",
+            _start_snakemake(refused, "results/corpus/raw.parquet", "results/gates/quarantine/GSM8K.json",
                              "results/benchmarks/MATH-500.parquet", "results/benchmarks/AIME-2024.parquet")]
     (_, kept_log), (_, refused_log) = (run.communicate(timeout=300) for run in runs)
 
@@ -598,6 +602,8 @@ def test_issue_15_data_files_through_the_corpus_and_benchmark_rules(tmp_path):
         assert f"  {name}: {problems[name]}" in refused_log, name
     assert "data validation failed:\n  " + "\n  ".join(f"{name}: {problems[name]}" for name in corpus_files) \
         in refused_log
+    assert ("no_answer_column.jsonl: no usable row (3 read; quarantined: missing_answer 3); inspect "
+            "results/corpus/quarantine.jsonl; a row needs prompt (or question) and answer text") in refused_log
     assert ("gsm8k.jsonl: 1 of 7 rows quarantined (14.3%) > data_validation.benchmarks.max_quarantine_fraction = 0.0 "
             "(quarantined: duplicate_item 1)") in refused_log
     assert "ArrowInvalid" not in refused_log and "UnicodeDecodeError" not in refused_log

@@ -1,5 +1,7 @@
-"""The two gates in front of training, run through Snakemake itself: a verifier that accepts wrong answers stops the
-DAG at calibration, and a base model whose answers cannot be parsed stops it at the parse gate — nothing trains."""
+"""The gates in front of training, run through Snakemake itself: a verifier that accepts wrong answers stops the DAG at
+calibration, a base model whose answers cannot be parsed stops it at the parse gate, and a corpus file with too many
+bad rows stops it at its quarantine gate — nothing trains."""
+import json
 import os
 import subprocess
 import sys
@@ -108,3 +110,40 @@ def test_a_parse_gate_that_cannot_fail_holds_no_training_back(tmp_path):
     assert {"parse_gate", "score", "train"} <= planned_rules(report_only)
     assert {"parse_gate", "score", "train"} <= planned_rules(_config(tmp_path, min_base_parse_rate=0.01),
                                                              FIRST_RUN_MODEL)
+
+
+def test_a_quarantine_gate_stops_the_dag_before_anything_reads_the_data(tmp_path):
+    """A corpus file 10% of whose rows are bad (the corpus threshold's default is 0.05): the corpus is built, its
+    quarantine gate fails naming the file, the threshold and the fix, and nothing reads the corpus. The threshold is no
+    setting of the corpus: raising it reruns the gate, not the corpus job."""
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    rows = [{"question": f"Tom has {i} red and {i} green apples. How many apples has he?", "answer": str(2 * i)}
+            for i in range(18)] + [{"question": "Q1?", "answer": ""}, {"question": "Q2?"}]
+    (workdir / "mine.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    config = yaml.safe_load(_config(tmp_path).read_text())
+    config["corpus"]["files"] = [{"path": "mine.jsonl", "domain": "math", "answer_format": "math"}]
+    strict, raised = tmp_path / "strict.yaml", tmp_path / "raised.yaml"
+    strict.write_text(yaml.safe_dump(config))
+    raised.write_text(yaml.safe_dump({**config, "data_validation": {"corpus": {"max_quarantine_fraction": 0.1}}}))
+
+    result = subprocess.run([*SNAKEMAKE, "--cores", "2", "--keep-going", "--configfile", str(strict), "--directory",
+                             str(workdir), FIRST_RUN_MODEL], capture_output=True, text=True)
+    assert result.returncode != 0
+    log = (workdir / "logs/gates/quarantine_corpus.log").read_text()
+    assert ("quarantine gate failed (results/corpus/raw_audit.json): 1 file(s) lost more rows than "
+            "data_validation.corpus.max_quarantine_fraction allows:\n  mine.jsonl: 2 of 20 rows quarantined (10.0%) > "
+            "data_validation.corpus.max_quarantine_fraction = 0.05 (quarantined: missing_answer 2); inspect "
+            "results/corpus/quarantine.jsonl\nFix the rows, or raise data_validation.corpus.max_quarantine_fraction: "
+            "only this gate reruns, the data stay as built") in log
+    assert (workdir / "results/corpus/raw.parquet").is_file()
+    assert (workdir / layout.quarantine_gate("syllogism")).is_file()  # the benchmarks passed theirs
+    assert not (workdir / layout.quarantine_gate("corpus")).exists()
+    assert not (workdir / layout.CORPUS_CLEAN).exists() and not (workdir / "results/models").exists()
+
+    plan = subprocess.run([*SNAKEMAKE, "-n", "--cores", "1", "--configfile", str(raised), "--directory", str(workdir),
+                           FIRST_RUN_MODEL], capture_output=True, text=True)
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    rules = {line.split()[-1].rstrip(":") for line in plan.stdout.splitlines() if line.startswith("rule ")}
+    assert {"quarantine_gate", "decontaminate", "base_model", "train"} <= rules
+    assert not {"corpus", "benchmark_items", "calibrate"} & rules

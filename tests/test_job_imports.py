@@ -13,7 +13,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 MODEL_PACKAGES = ("torch", "transformers")
 MODEL_JOBS = {"base_model", "train", "score", "solve_rates", "merge"}
-MODEL_FREE_JOBS = {"corpus", "benchmark_items", "calibrate", "decontaminate", "parse_gate", "records", "tables",
+MODEL_FREE_JOBS = {"corpus", "benchmark_items", "quarantine_gate", "calibrate", "decontaminate", "parse_gate", "records",
+                   "tables",
                    "training_curves", "selection_tables", "regime_corpus", "audit"}
 PROBE = """
 import runpy, sys

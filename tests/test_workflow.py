@@ -50,9 +50,10 @@ def test_paper_matrix_dry_run_without_slurm_shows_156_training_jobs():
         rule: n for rule, n in counts.items() if rule not in ("all", "total")}
     # the hours the jobs request (dataflex_rl.allocation), by hand: train 156 jobs × 8 GPUs × 2880 min / 60 = 59,904
     # GPU-h and × 40 CPUs = 299,520 CPU-h; score 1884 × 1 GPU × 2 h = 3,768 GPU-h and × 8 CPUs = 30,144 CPU-h; merge
-    # 156 × 8 CPUs × 1 h = 1,248; the CPU rules 1 h each at 2 CPUs (decontaminate 8): 2 + 24 + 24 + 8 + 4 × 2 = 66
+    # 156 × 8 CPUs × 1 h = 1,248; the CPU rules 1 h each at 2 CPUs (decontaminate 8): corpus 2, benchmark_items 24,
+    # quarantine_gate 26, calibrate 24, decontaminate 8, parse_gate, records, tables, training_curves 4 × 2: 92
     assert re.search(r"^    train +156 .* 2880 +59,904\.0 +299,520\.0  gpu$", result.stderr, re.MULTILINE)
-    assert ("not a measurement): 63,672.0 GPU-hours, 330,978.0 CPU-hours\n" in result.stderr)
+    assert ("not a measurement): 63,672.0 GPU-hours, 331,004.0 CPU-hours\n" in result.stderr)
     assert ("  score layout (evaluation.job_per_benchmark; one model load per job; 120 min of score runtime per "
             "benchmark):") in result.stderr
     assert ("    true (this study):    1884 jobs = 1884 model loads, a run's 12 benchmarks side by side, 1 GPU each "
@@ -99,6 +100,8 @@ REPLANNED = {
     "data_validation.benchmarks.max_prompt_tokens": 500, "data_validation.benchmarks.max_answer_tokens": 500,
     "data_validation.corpus.max_answer_chars": 1999,
     "benchmarks.names": SMOKE["benchmarks"]["names"][::-1],
+    "data_validation.corpus.max_quarantine_fraction": 0.2, "data_validation.benchmarks.max_quarantine_fraction": 0.1,
+    "evaluation.job_per_benchmark": True,
 }
 EXPECTED = {
     **{f"training.{key}": {"train": 8, "score": 8, **AFTER_TRAIN} for key in (
@@ -113,12 +116,12 @@ EXPECTED = {
     "evaluation.seed": {},  # greedy decoding draws nothing
     "benchmarks.names": {},  # the same benchmarks in another order: the same corpus, scores and tables
     "decontamination.threshold": {"decontaminate": 1, **AFTER_BASE},
-    "corpus.items_per_domain": {"corpus": 1, "decontaminate": 1, **AFTER_BASE},
-    "corpus.seed": {"corpus": 1, "decontaminate": 1, **AFTER_BASE},
+    "corpus.items_per_domain": {"corpus": 1, "quarantine_gate": 1, "decontaminate": 1, **AFTER_BASE},
+    "corpus.seed": {"corpus": 1, "quarantine_gate": 1, "decontaminate": 1, **AFTER_BASE},
     "models.tiny-qwen2.shape.hidden_size": AFTER_BASE,
     "models.tiny-qwen2.warmup.steps": AFTER_BASE,
-    "benchmarks.items": {"benchmark_items": 12, "calibrate": 12, "decontaminate": 1, **AFTER_BASE},
-    "benchmarks.seed": {"benchmark_items": 12, "calibrate": 12, "decontaminate": 1, **AFTER_BASE},
+    **{key: {"benchmark_items": 12, "quarantine_gate": 12, "calibrate": 12, "decontaminate": 1, **AFTER_BASE}
+       for key in ("benchmarks.items", "benchmarks.seed")},
     "seeds": {"train": 4, "score": 4, **AFTER_TRAIN},
     "stats.confidence": {"tables": 1, "all": 1},
     "stats.curve_window": {"training_curves": 1, "all": 1},
@@ -128,7 +131,11 @@ EXPECTED = {
     # character cap quarantines rows when the corpus is built
     **{f"data_validation.{section}.{cap}": {} for section in ("corpus", "benchmarks")
        for cap in ("max_prompt_tokens", "max_answer_tokens")},
-    "data_validation.corpus.max_answer_chars": {"corpus": 1, "decontaminate": 1, **AFTER_BASE},
+    "data_validation.corpus.max_answer_chars": {"corpus": 1, "quarantine_gate": 1, "decontaminate": 1, **AFTER_BASE},
+    # gates too: the data come out the same, so only the quarantine gates rerun
+    "data_validation.corpus.max_quarantine_fraction": {"quarantine_gate": 1, "all": 1},
+    "data_validation.benchmarks.max_quarantine_fraction": {"quarantine_gate": 12, "all": 1},
+    "evaluation.job_per_benchmark": {},  # a job layout: both write the same scores (test_gate_and_layout_replans.py)
     # two changes in one edit: a rerun gate must not hide the other change from Snakemake's rerun checks
     "calibration.min_base_parse_rate+evaluation.batch_size": {"score": 9, "parse_gate": 1, "records": 1, "tables": 1,
                                                               "all": 1},

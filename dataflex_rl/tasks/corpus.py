@@ -104,7 +104,7 @@ def build_corpus(source_names: list[str], items_per_domain: int, seed: int, file
                  quarantine: str | None = None) -> tuple[pd.DataFrame, dict]:
     """Draw every source's share of its domain's budget, drop exact duplicate prompts (generators repeat), then add
     the rows of the researcher's `files` (config corpus.files) that pass validation; the others are written to
-    `quarantine` and counted, and a file over its threshold fails (see dataflex_rl.tasks.validation)."""
+    `quarantine` and counted per file, for the quarantine gate (see dataflex_rl.tasks.validation)."""
     sources = [get_source(name) for name in source_names]
     frames, audit = [], {"seed": seed, "items_per_domain": items_per_domain, "sources": {}}
     for domain in DOMAINS:
@@ -123,7 +123,7 @@ def build_corpus(source_names: list[str], items_per_domain: int, seed: int, file
         raise ValueError(f"corpus.files: a path is listed twice ({paths}); list each file once")
     kept = KeptRows(set(corpus["id"]), set(corpus["prompt"].str.strip()))
     loaded = [load_corpus_file(spec, kept, settings) for spec in specs]
-    audit.update(settle([report for _, report in loaded], settings, quarantine))
+    audit.update(settle([report for _, report in loaded], quarantine))
     if loaded:
         corpus = pd.concat([corpus] + [frame for frame, _ in loaded], ignore_index=True)
     audit["rows"] = len(corpus)

@@ -4,9 +4,10 @@ Every row read from a file is either kept or quarantined with a reason code (`RE
 rows_in = rows_kept + rows_quarantined. Quarantined rows go to a JSONL file beside the rule's outputs, with the file, the
 1-based line (JSONL) or row (parquet) number, the reason, a detail and the row (as built from the file, its other
 columns in metadata; an unreadable line as its text). The quarantine file is not a declared output: Snakemake deletes a
-failed job's outputs, and the rows must survive the failure they caused. A file
-whose quarantined share exceeds the configured fraction, or that keeps no row at all, fails the job naming the file,
-the counts per reason, the threshold's config key and the quarantine file.
+failed job's outputs, and the rows must survive a failure. A file that cannot be read, or that keeps no row at all,
+fails the job naming the file and the counts per reason. Whether a file lost too many rows is not decided here: the
+quarantine gate compares the counts of the job's audit with `max_quarantine_fraction` in a job of its own
+(dataflex_rl.tasks.quarantine_gate), so the threshold is no setting of the data.
 """
 from __future__ import annotations
 
@@ -39,9 +40,6 @@ REASONS = ("invalid_utf8", "malformed_json", "wrong_type", "inconsistent_row", "
 # Formats a training corpus file may declare (config/schema.yaml lists the same): not `procedural`, whose scorer needs
 # the generators' metadata.
 FILE_ANSWER_FORMATS = tuple(name for name, answer_format in FORMATS.items() if answer_format.in_corpus_files)
-CORPUS_MAX_QUARANTINE_FRACTION = 0.05
-# A benchmark that loses an item changes its denominator: by default any quarantined benchmark row fails the job.
-BENCHMARK_MAX_QUARANTINE_FRACTION = 0.0
 # Length caps (characters) of a row's prompt and gold answer, corpus files and benchmarks alike: far above every
 # procedural item and every item of the public real benchmark files (the longest: an OlympiadBench question of 4,415
 # characters, an OlympiadBench gold of 202), far below a runaway row (a 1 MB prompt makes the tokenizer build take
@@ -51,33 +49,26 @@ MAX_ANSWER_CHARS = 2_000
 
 
 class DataValidationError(ValueError):
-    """A data file has more bad rows than its threshold allows, or no usable row."""
+    """A data file cannot be read, or keeps no usable row."""
 
 
 @dataclass(frozen=True)
 class ValidationSettings:
-    """The quarantine threshold (a fraction of one file's rows), the config key that sets it, the length caps, and
-    whether a benchmark may hold the same question twice."""
+    """The row checks of a data job: the length caps, and whether a benchmark may hold the same question twice."""
 
-    max_quarantine_fraction: float
-    threshold_key: str
     max_prompt_chars: int | None = None
     max_answer_chars: int | None = None
     allow_duplicates: bool = False
 
     @classmethod
     def for_corpus(cls, section: Mapping) -> "ValidationSettings":
-        """From the config section `data_validation.corpus`."""
-        return cls(section.get("max_quarantine_fraction", CORPUS_MAX_QUARANTINE_FRACTION),
-                   "data_validation.corpus.max_quarantine_fraction", section.get("max_prompt_chars", MAX_PROMPT_CHARS),
-                   section.get("max_answer_chars", MAX_ANSWER_CHARS))
+        """From the config section `data_validation.corpus` (its row checks: dataflex_rl.study.row_checks)."""
+        return cls(section.get("max_prompt_chars", MAX_PROMPT_CHARS), section.get("max_answer_chars", MAX_ANSWER_CHARS))
 
     @classmethod
     def for_benchmarks(cls, section: Mapping) -> "ValidationSettings":
-        """From the config section `data_validation.benchmarks`."""
-        return cls(section.get("max_quarantine_fraction", BENCHMARK_MAX_QUARANTINE_FRACTION),
-                   "data_validation.benchmarks.max_quarantine_fraction",
-                   section.get("max_prompt_chars", MAX_PROMPT_CHARS), section.get("max_answer_chars", MAX_ANSWER_CHARS),
+        """From the config section `data_validation.benchmarks` (its row checks)."""
+        return cls(section.get("max_prompt_chars", MAX_PROMPT_CHARS), section.get("max_answer_chars", MAX_ANSWER_CHARS),
                    section.get("allow_duplicates", False))
 
 
@@ -263,38 +254,33 @@ def keep_valid(items: list[tuple[int | None, dict]], report: FileReport, kept: K
     return good
 
 
-def _failure(report: FileReport, settings: ValidationSettings, quarantine: str | None) -> str | None:
+def _failure(report: FileReport, quarantine: str | None) -> str | None:
     if report.unreadable:
         return f"{report.path}: {report.unreadable}"
     summary = report.summary()
-    counts = ", ".join(f"{reason} {n}" for reason, n in summary["quarantined_by_reason"].items()) or "none"
-    inspect = f"; inspect {quarantine}" if quarantine else ""
     if summary["rows_kept"] == 0:
+        counts = ", ".join(f"{reason} {n}" for reason, n in summary["quarantined_by_reason"].items()) or "none"
+        inspect = f"; inspect {quarantine}" if quarantine else ""
         return (f"{report.path}: no usable row ({summary['rows_in']} read; quarantined: {counts}){inspect}; "
                 "a row needs prompt (or question) and answer text")
-    fraction = summary["rows_quarantined"] / summary["rows_in"]
-    if fraction > settings.max_quarantine_fraction:
-        return (f"{report.path}: {summary['rows_quarantined']} of {summary['rows_in']} rows quarantined "
-                f"({fraction:.1%}) > {settings.threshold_key} = {settings.max_quarantine_fraction} "
-                f"(quarantined: {counts}){inspect}; fix the rows or raise {settings.threshold_key}")
     return None
 
 
-def settle(reports: list[FileReport], settings: ValidationSettings, quarantine: str | None) -> dict:
+def settle(reports: list[FileReport], quarantine: str | None) -> dict:
     """Write every quarantined row to `quarantine` (rewritten on each run, empty when nothing was quarantined), then
-    fail if any file breaks its threshold; return the audit entry: counts per file and per reason."""
+    fail if any file cannot be read or keeps no row; return the audit entry: counts per file and per reason, which
+    the quarantine gate holds to its threshold."""
     records = [record for report in reports for record in report.quarantined]
     if quarantine is not None:
         write_text(quarantine, "".join(json.dumps(r, sort_keys=True, default=str) + "\n" for r in records))
-    failures = [message for report in reports if (message := _failure(report, settings, quarantine))]
+    failures = [message for report in reports if (message := _failure(report, quarantine))]
     if failures:
         raise DataValidationError("data validation failed:\n  " + "\n  ".join(failures))
     by_reason: dict[str, int] = {}
     for record in records:
         by_reason[record["reason"]] = by_reason.get(record["reason"], 0) + 1
     return {"files": {report.path: report.summary() for report in reports},
-            "quarantine": {"path": quarantine, "rows": len(records), "by_reason": dict(sorted(by_reason.items())),
-                           "max_quarantine_fraction": settings.max_quarantine_fraction}}
+            "quarantine": {"path": quarantine, "rows": len(records), "by_reason": dict(sorted(by_reason.items()))}}
 
 
 @contextlib.contextmanager
@@ -367,11 +353,11 @@ def validated_benchmark_items(load: Callable[[str | list[str] | None], pd.DataFr
                 for file in paths if Path(file).exists() and (problem := file_problem(Path(file)))]
     if problems:
         report.unreadable = "; ".join(problems)
-        settle([report], settings, quarantine)
+        settle([report], quarantine)
     with contextlib.ExitStack() as stack:
         readable = [stack.enter_context(screened_jsonl(file, report)) for file in paths]
         if report.quarantined and len(report.quarantined) == report.rows_in:
-            settle([report], settings, quarantine)  # every line unreadable: fails before the loader sees no rows
+            settle([report], quarantine)  # every line unreadable: fails before the loader sees no rows
         items = load(None if path is None else readable[0] if isinstance(path, str) else readable)
     for row in items.attrs.pop(UNREADABLE_ROWS, []):
         report.quarantine(None, row["reason"], f"source row {row['source_index']}: {row['detail']}", row["row"])
@@ -387,7 +373,7 @@ def validated_benchmark_items(load: Callable[[str | list[str] | None], pd.DataFr
                               "aside); remove it, or set data_validation.benchmarks.allow_duplicates: true",
                               row=kept[position], item_id=kept[position]["id"])
         kept = [row for position, row in enumerate(kept) if position not in duplicates]
-    audit = {"benchmark": name, **settle([report], settings, quarantine)}
+    audit = {"benchmark": name, **settle([report], quarantine)}
     notes = [note for note in (_kept_duplicates(name, duplicates, settings), _identical_golds(name, kept)) if note]
     if settings.allow_duplicates and duplicates:
         audit["duplicate_items_kept"] = len(duplicates)
