@@ -6,6 +6,7 @@ of the study (or of a changed one), real parquet score files and a records table
 expected report is worked out from what was put there.
 """
 import copy
+import hashlib
 import json
 import subprocess
 import sys
@@ -292,3 +293,54 @@ def test_snakemake_audit_reports_an_unreadable_records_table_and_record_instead_
     markdown = (tmp_path / layout.AUDIT_MD).read_text()
     assert markdown == render_markdown(report)
     assert "Records: unreadable." in markdown and f"## Unreadable artefacts\n\n- {unreadable}\n" in markdown
+
+
+def test_snakemake_audit_names_a_benchmark_scored_against_two_item_sets_and_the_runs_of_each(tmp_path, monkeypatch):
+    """syllogism's items file was replaced after three cells were scored (an older mtime replans nothing) and two were
+    rescored since: one study, one benchmark, two item sets. The audit's headline names the benchmark, each set's
+    sha256 (hashlib, here) and its runs; the cells scored against items no longer on disk are stale, naming the file
+    and both digests."""
+    config = study_config()
+    current = Study.from_config(config)
+    runs = ["untrained", "baseline/seed1", "baseline/seed2", "softmax/seed1", "softmax/seed2"]
+    for run in runs:
+        _build_run(tmp_path, current, run)
+    write_records(tmp_path, [(run, package_versions()) for run in runs])
+    items = layout.benchmark_items("syllogism")
+    monkeypatch.chdir(tmp_path)  # the jobs record paths as Snakemake passes them: relative to the working directory
+    digests = {}
+    for version, scored in ((b"first items", ["untrained", "baseline/seed1", "softmax/seed2"]),
+                            (b"other items", ["baseline/seed2", "softmax/seed1"])):
+        _write(tmp_path / items, version)
+        digests[version] = hashlib.sha256(version).hexdigest()
+        for run in scored:
+            score = layout.score(MODEL, run_path(run), "syllogism")
+            write_provenance(layout.score_provenance(MODEL, run_path(run), "syllogism"),
+                             current.score_slice(MODEL, run_path(run), "syllogism"), [score],
+                             inputs={"items": plain_input(items)})
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump(config))
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "audit", "--cores", "1", "--snakefile", str(REPO / "Snakefile"),
+         "--directory", str(tmp_path), "--configfile", str(tmp_path / "study.yaml")],
+        capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads((tmp_path / layout.AUDIT_JSON).read_text())
+    first, other = digests[b"first items"], digests[b"other items"]
+    old_runs = [f"{MODEL}/untrained", f"{MODEL}/baseline/seed1", f"{MODEL}/softmax/seed2"]
+    new_runs = [f"{MODEL}/baseline/seed2", f"{MODEL}/softmax/seed1"]
+    assert report["item_sets"] == [{"benchmark": "syllogism", "path": items, "sets": [
+        {"sha256": first, "runs": old_runs, "on_disk": False},
+        {"sha256": other, "runs": new_runs, "on_disk": True}]}]
+    assert report["stale_runs"] == [f"{MODEL}/untrained", f"{MODEL}/baseline/seed1", f"{MODEL}/softmax/seed2"]
+    cells = {cell["run_id"]: cell for cell in report["cells"]}
+    assert cells[f"{MODEL}/untrained"]["changed_inputs"] == [
+        {"kind": "score:syllogism", "role": "items", "path": items, "recorded": first, "now": other}]
+    assert all(cells[run]["changed_inputs"] == [] and cells[run]["stale"] == [] for run in new_runs)
+    markdown = (tmp_path / layout.AUDIT_MD).read_text()
+    assert markdown == render_markdown(report)
+    headline = markdown.split(f"{report['counts']['cells']} cells (runs and untrained bases)")[0]
+    assert "**Scored against different items — these runs are not comparable on these benchmarks.**" in headline
+    assert (f"- `syllogism` scored against 2 item sets — sha256 {first[:12]}…: {', '.join(old_runs)}; "
+            f"sha256 {other[:12]}… (the items in `{items}` now): {', '.join(new_runs)}\n") in headline
+    assert (f"- {MODEL}/untrained: score:syllogism read items `{items}` as sha256 {first[:12]}…, which holds "
+            f"{other[:12]}… now\n") in markdown
