@@ -37,7 +37,8 @@ from typing import Any, Mapping
 import pandas as pd
 
 from dataflex_rl.atomic import write_json, write_text
-from dataflex_rl.audit_inputs import CurrentDigests, changed_inputs, item_set_lines, item_sets, short
+from dataflex_rl.audit_inputs import (CurrentDigests, changed_inputs, changed_line, item_set_lines, item_sets,
+                                     readers_changed_inputs)
 from dataflex_rl.provenance import DamagedArtefactError, damage, file_digest, fingerprint, read_provenance
 from dataflex_rl.package_versions import package_versions
 from dataflex_rl.records_import import load_records
@@ -210,6 +211,8 @@ def audit_study(expected: Mapping[str, Any], root: str | Path = ".", installed: 
     damaged = [c["run_id"] for c in cells if c["damaged"]]
     counts = {status: sum(c["status"] == status for c in cells) for status in ("complete", "partial", "missing")}
     records_origin = _records_origin(expected["records"], cells, extra) if records is not None else None
+    readers = [path for path in expected["readers"] if not (unreadable and path == expected["records"])]
+    readers_changed, readers_unreadable = readers_changed_inputs(root, readers, current)
     return {
         "study": expected["study"],
         "records_file": expected["records"] if records is not None else None,
@@ -226,7 +229,8 @@ def audit_study(expected: Mapping[str, Any], root: str | Path = ".", installed: 
                             "tables": _tables_origin(root, expected["tables"], records_origin is not None)},
         "item_sets": item_sets(({"benchmark": a["benchmark"], "run_id": c["run_id"], "inputs": a["inputs"]}
                                 for c in cells for a in c["artefacts"] if a["benchmark"]), current),
-        "unreadable": unreadable,
+        "inputs_changed_since_read": readers_changed,
+        "unreadable": unreadable + readers_unreadable,
     }
 
 
@@ -257,8 +261,7 @@ def _stale_detail(cell: Mapping[str, Any]) -> str:
     kinds = [a["kind"] for a in cell["artefacts"] if a["state"] == "stale" and a["recorded"] != a["expected"]]
     if kinds:
         detail.append(f"built with other settings: {', '.join(sorted(kinds))}")
-    detail += [f"{change['kind']} read {change['role']} `{change['path']}` as sha256 {short(change['recorded'])}, "
-               f"which holds {short(change['now'])} now" for change in cell["changed_inputs"]]
+    detail += [changed_line(change["kind"], change) for change in cell["changed_inputs"]]
     if "records" in cell["stale"]:
         detail.append("records of " + ", ".join(cell["records"]["fingerprint_mismatch"])
                       + " carry fingerprints other than the current study's")
@@ -335,6 +338,9 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     lines += [f"- {cell['run_id']}: {_stale_detail(cell)}" for cell in report["cells"] if cell["stale"]]
     if not report["stale_runs"]:
         lines.append("none")
+    if report["inputs_changed_since_read"]:
+        lines += ["", "## Inputs changed since they were read (reports and tables)", "",
+                  *[f"- {changed_line(change['reader'], change)}" for change in report["inputs_changed_since_read"]]]
     lines += ["", "## Damaged artefacts", ""]
     lines += [f"- {line}" for cell in report["cells"] for line in cell["damaged"]] or ["none"]
     runtime = _runtime_lines(report["cells"])

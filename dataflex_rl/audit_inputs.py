@@ -11,10 +11,11 @@ the jobs that built them check their files.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from dataflex_rl.provenance import file_digest
+from dataflex_rl.provenance import file_digest, parquet_inputs
 
 ITEMS_ROLE = "items"
 
@@ -46,6 +47,32 @@ def changed_inputs(inputs: Mapping[str, Mapping[str, str]], current: CurrentDige
     return changed
 
 
+def recorded_inputs(path: Path) -> dict[str, dict[str, str]]:
+    """The inputs a report (JSON, its `inputs` key) or a table (parquet metadata) recorded; {} when it recorded none.
+    Raises OSError or ValueError for a file that cannot be read."""
+    if path.suffix == ".parquet":
+        return parquet_inputs(path)
+    report = json.loads(path.read_text())
+    return report.get("inputs", {}) if isinstance(report, dict) else {}
+
+
+def readers_changed_inputs(root: Path, readers: Iterable[str],
+                           current: CurrentDigests) -> tuple[list[dict[str, str]], list[str]]:
+    """[{reader, role, path, recorded, now}] for every input of the `readers` (paths relative to `root`; absent ones
+    skipped) whose file holds other bytes now; and one line per reader that cannot be read."""
+    changed, unreadable = [], []
+    for reader in readers:
+        if not (root / reader).is_file():
+            continue
+        try:
+            inputs = recorded_inputs(root / reader)
+        except (OSError, ValueError) as error:
+            unreadable.append(f"{reader}: {error}; the next `snakemake` run rebuilds it")
+            continue
+        changed += [{"reader": reader, **change} for change in changed_inputs(inputs, current)]
+    return changed, unreadable
+
+
 def item_sets(scores: Iterable[Mapping[str, Any]], current: CurrentDigests) -> list[dict[str, Any]]:
     """Every benchmark whose scores were computed against more than one item set. `scores`: {benchmark, run_id,
     inputs} of each score record read. Per benchmark: its item file's path and one entry per set — {sha256, runs,
@@ -71,6 +98,12 @@ def item_sets(scores: Iterable[Mapping[str, Any]], current: CurrentDigests) -> l
 def short(digest: str | None) -> str:
     """A digest as the report prints it."""
     return f"{digest[:12]}…" if digest else "(none)"
+
+
+def changed_line(reader: str, change: Mapping[str, str]) -> str:
+    """One report line: what read which input as which digest, and the digest its file has now."""
+    return (f"{reader} read {change['role']} `{change['path']}` as sha256 {short(change['recorded'])}, which holds "
+            f"{short(change['now'])} now")
 
 
 def item_set_lines(split: list[dict[str, Any]]) -> list[str]:

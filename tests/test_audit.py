@@ -299,7 +299,7 @@ def test_snakemake_audit_names_a_benchmark_scored_against_two_item_sets_and_the_
     """syllogism's items file was replaced after three cells were scored (an older mtime replans nothing) and two were
     rescored since: one study, one benchmark, two item sets. The audit's headline names the benchmark, each set's
     sha256 (hashlib, here) and its runs; the cells scored against items no longer on disk are stale, naming the file
-    and both digests."""
+    and both digests; so is the calibration that read the first items."""
     config = study_config()
     current = Study.from_config(config)
     runs = ["untrained", "baseline/seed1", "baseline/seed2", "softmax/seed1", "softmax/seed2"]
@@ -313,6 +313,9 @@ def test_snakemake_audit_names_a_benchmark_scored_against_two_item_sets_and_the_
                             (b"other items", ["baseline/seed2", "softmax/seed1"])):
         _write(tmp_path / items, version)
         digests[version] = hashlib.sha256(version).hexdigest()
+        if version == b"first items":  # calibrated against the first items, as the scores of the first runs were
+            _write(tmp_path / layout.calibration("syllogism"),
+                   json.dumps({"inputs": {"items": plain_input(items)}}).encode())
         for run in scored:
             score = layout.score(MODEL, run_path(run), "syllogism")
             write_provenance(layout.score_provenance(MODEL, run_path(run), "syllogism"),
@@ -336,8 +339,12 @@ def test_snakemake_audit_names_a_benchmark_scored_against_two_item_sets_and_the_
     assert cells[f"{MODEL}/untrained"]["changed_inputs"] == [
         {"kind": "score:syllogism", "role": "items", "path": items, "recorded": first, "now": other}]
     assert all(cells[run]["changed_inputs"] == [] and cells[run]["stale"] == [] for run in new_runs)
+    assert report["inputs_changed_since_read"] == [{"reader": layout.calibration("syllogism"), "role": "items",
+                                                    "path": items, "recorded": first, "now": other}]
     markdown = (tmp_path / layout.AUDIT_MD).read_text()
     assert markdown == render_markdown(report)
+    assert (f"## Inputs changed since they were read (reports and tables)\n\n- {layout.calibration('syllogism')} read "
+            f"items `{items}` as sha256 {first[:12]}…, which holds {other[:12]}… now\n") in markdown
     headline = markdown.split(f"{report['counts']['cells']} cells (runs and untrained bases)")[0]
     assert "**Scored against different items — these runs are not comparable on these benchmarks.**" in headline
     assert (f"- `syllogism` scored against 2 item sets — sha256 {first[:12]}…: {', '.join(old_runs)}; "
