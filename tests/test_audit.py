@@ -238,6 +238,17 @@ def test_the_headline_says_first_when_records_or_tables_are_another_configs(tmp_
                        "built them is unknown")
 
 
+def snakemake_audit(root: Path, config: dict) -> dict:
+    """`snakemake audit` on the tree under `root` with `config`; the JSON report it wrote."""
+    (root / "study.yaml").write_text(yaml.safe_dump(config))
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "audit", "--cores", "1", "--snakefile", str(REPO / "Snakefile"),
+         "--directory", str(root), "--configfile", str(root / "study.yaml")],
+        capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads((root / layout.AUDIT_JSON).read_text())
+
+
 def test_audit_of_an_empty_tree_lists_every_cell_as_missing(tmp_path):
     report = audit_study(Study.from_config(study_config()).expected_artefacts(), tmp_path)
     assert report["counts"] == {"complete": 0, "partial": 0, "missing": 5, "cells": 5, "stale": 0, "damaged": 0,
@@ -270,18 +281,12 @@ def test_snakemake_audit_reports_an_unreadable_records_table_and_record_instead_
     previous report, names both files, and reports the cells without records."""
     config = study_config()
     build_tree(tmp_path, config)
-    (tmp_path / "study.yaml").write_text(yaml.safe_dump(config))
     records = tmp_path / layout.RECORDS
     records.write_bytes(records.read_bytes()[: records.stat().st_size // 2])
     record = layout.train_provenance(MODEL, run_path("baseline/seed1"))
     (tmp_path / record).write_text('{"fingerprint": "0"}')
     _write(tmp_path / layout.AUDIT_MD, b"the previous report\n")
-    result = subprocess.run(
-        [sys.executable, "-m", "snakemake", "audit", "--cores", "1", "--snakefile", str(REPO / "Snakefile"),
-         "--directory", str(tmp_path), "--configfile", str(tmp_path / "study.yaml")],
-        capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads((tmp_path / layout.AUDIT_JSON).read_text())
+    report = snakemake_audit(tmp_path, config)
     (unreadable,) = report["unreadable"]
     assert unreadable.startswith(f"{layout.RECORDS}: ") and "magic bytes not found in footer" in unreadable
     assert unreadable.endswith("the next `snakemake` run rebuilds it")
@@ -321,13 +326,7 @@ def test_snakemake_audit_names_a_benchmark_scored_against_two_item_sets_and_the_
             write_provenance(layout.score_provenance(MODEL, run_path(run), "syllogism"),
                              current.score_slice(MODEL, run_path(run), "syllogism"), [score],
                              inputs={"items": plain_input(items)})
-    (tmp_path / "study.yaml").write_text(yaml.safe_dump(config))
-    result = subprocess.run(
-        [sys.executable, "-m", "snakemake", "audit", "--cores", "1", "--snakefile", str(REPO / "Snakefile"),
-         "--directory", str(tmp_path), "--configfile", str(tmp_path / "study.yaml")],
-        capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads((tmp_path / layout.AUDIT_JSON).read_text())
+    report = snakemake_audit(tmp_path, config)
     first, other = digests[b"first items"], digests[b"other items"]
     old_runs = [f"{MODEL}/untrained", f"{MODEL}/baseline/seed1", f"{MODEL}/softmax/seed2"]
     new_runs = [f"{MODEL}/baseline/seed2", f"{MODEL}/softmax/seed1"]
