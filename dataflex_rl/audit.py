@@ -66,7 +66,7 @@ def _artefact(root: Path, artefact: Mapping[str, Any], current: CurrentDigests) 
         return {**entry, "state": "missing"}
     try:
         record = read_provenance(record_path)
-        entry["damage"] = damage(record, record_path)
+        entry["damage"] = damage(record, record_path, current.found)
     except DamagedArtefactError as error:
         return {**entry, "state": "damaged", "damage": [str(error)]}
     entry["recorded"], entry["runtime"] = record["fingerprint"], record.get("runtime", {})

@@ -22,18 +22,22 @@ ITEMS_ROLE = "items"
 
 class CurrentDigests:
     """The sha256 of files on disk now, by path as recorded (relative to the study's working directory `root`), each
-    file hashed at most once."""
+    file hashed at most once per audit: `found` ({resolved path: digest}) is shared with the damage checks
+    (dataflex_rl.provenance.damage), so a score file the audit checked against its record is not read again."""
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
-        self.known: dict[str, str | None] = {}
+        self.found: dict[Path, str] = {}
 
     def __call__(self, path: str) -> str | None:
         """None where there is no regular file at `path` (absent, or a directory)."""
-        if path not in self.known:
-            file = self.root / path
-            self.known[path] = file_digest(file) if file.is_file() else None
-        return self.known[path]
+        file = self.root / path
+        if not file.is_file():
+            return None
+        key = file.resolve()
+        if key not in self.found:
+            self.found[key] = file_digest(file)
+        return self.found[key]
 
 
 def changed_inputs(inputs: Mapping[str, Mapping[str, str]], current: CurrentDigests) -> list[dict[str, str]]:
