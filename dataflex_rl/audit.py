@@ -291,9 +291,8 @@ def _headline(built_elsewhere: Mapping[str, Any], split: list[dict[str, Any]]) -
     """The lines that come before the counts: which benchmarks were scored against several item sets, and which
     shared outputs another config built."""
     split_lines = ["**Scored against different items — these runs are not comparable on these benchmarks.** Rescore "
-                   "the runs whose items are not those on disk now (`snakemake --cores N -f <their score files>`), or put "
-                   "back the items they were scored on.", "",
-                   *item_set_lines(split), ""] if split else []
+                   "the runs whose items are not those on disk now (`snakemake --cores N -f <their score files>`), "
+                   "or put back the items they were scored on.", "", *item_set_lines(split), ""] if split else []
     records, tables = built_elsewhere["records"], built_elsewhere["tables"]
     lines = []
     if records:
