@@ -26,7 +26,9 @@ A file it cannot read (a truncated records table, a provenance record that is no
 report is written all the same.
 
 The headline also names every benchmark whose runs were scored against different item sets, with the runs of each set
-(dataflex_rl.audit_inputs.item_sets): one study, one benchmark, two sets of items is never a fair comparison.
+(dataflex_rl.audit_inputs.item_sets): one study, one benchmark, two sets of items is never a fair comparison. The
+reports and tables outside the cells that record what they read (`readers`: decontamination, gates, regime audits,
+solve rates, records) are listed where an input's file holds other bytes now.
 """
 from __future__ import annotations
 
