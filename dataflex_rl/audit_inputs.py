@@ -105,8 +105,10 @@ def short(digest: str | None) -> str:
 
 
 def changed_line(reader: str, change: Mapping[str, str]) -> str:
-    """One report line: what read which input as which digest, and the digest its file has now."""
-    return (f"{reader} read {change['role']} `{change['path']}` as sha256 {short(change['recorded'])}, which holds "
+    """One report line: what read which input (its role, unless that is its path: a score the records read) as which
+    digest, and the digest its file has now."""
+    role = "" if change["role"] == change["path"] else f"{change['role']} "
+    return (f"{reader} read {role}`{change['path']}` as sha256 {short(change['recorded'])}, which holds "
             f"{short(change['now'])} now")
 
 
