@@ -11,7 +11,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 
 @contextlib.contextmanager
@@ -63,10 +63,19 @@ def write_json(path: str | os.PathLike, obj: Any) -> None:
     write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 
 
-def write_parquet(path: str | os.PathLike, frame) -> None:
-    """Write a pandas DataFrame to parquet atomically (index dropped)."""
+def write_parquet(path: str | os.PathLike, frame, metadata: Mapping[str, str] | None = None) -> None:
+    """Write a pandas DataFrame to parquet atomically (index dropped); `metadata`: {key: text} added to the file's
+    key-value metadata (dataflex_rl.provenance.inputs_metadata)."""
     with atomic_path(path) as tmp:
-        frame.to_parquet(tmp, index=False)
+        if not metadata:
+            frame.to_parquet(tmp, index=False)
+            return
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+        extra = {key.encode(): value.encode() for key, value in metadata.items()}
+        pq.write_table(table.replace_schema_metadata({**(table.schema.metadata or {}), **extra}), tmp)
 
 
 def write_csv(path: str | os.PathLike, frame) -> None:

@@ -7,7 +7,9 @@ provenance record its job wrote (dataflex_rl.provenance). The expectations come 
 (`Study.expected_artefacts`). An artefact is
   *damaged*  when a file of it is missing or its bytes differ from its record's checksum;
   *stale*    when its recorded fingerprint differs from the fingerprint of the slice the current study expects; the
-             report names every config key whose value differs (recorded → current).
+             report names every config key whose value differs (recorded → current). Also when a file its job read
+             (the items a score was computed on, the corpus a run trained on) holds other bytes now than the sha256
+             its record holds (dataflex_rl.audit_inputs); the report names the file and both digests.
 A record row is stale when its fingerprint is not that of the score on disk for the current study, or its
 `package_versions` differ from the packages installed now. Stale results are named, so they are never reused silently.
 What a run's weights were trained with that no setting fixes (the provenance `runtime` of a trained run or a built
@@ -22,6 +24,11 @@ other records than the records file holds now.
 
 A file it cannot read (a truncated records table, a provenance record that is not one) is reported as such, and the
 report is written all the same.
+
+The headline also names every benchmark whose runs were scored against different item sets, with the runs of each set
+(dataflex_rl.audit_inputs.item_sets): one study, one benchmark, two sets of items is never a fair comparison. The
+reports and tables outside the cells that record what they read (`readers`: decontamination, gates, regime audits,
+solve rates, records) are listed where an input's file holds other bytes now.
 """
 from __future__ import annotations
 
@@ -32,6 +39,8 @@ from typing import Any, Mapping
 import pandas as pd
 
 from dataflex_rl.atomic import write_json, write_text
+from dataflex_rl.audit_inputs import (CurrentDigests, changed_inputs, changed_line, item_set_lines, item_sets,
+                                     readers_changed_inputs)
 from dataflex_rl.provenance import DamagedArtefactError, damage, file_digest, fingerprint, read_provenance
 from dataflex_rl.package_versions import package_versions
 from dataflex_rl.records_import import load_records
@@ -47,26 +56,29 @@ def changed_keys(recorded: Mapping[str, Any], expected: Mapping[str, Any]) -> di
             if recorded.get(key, _MISSING) != expected.get(key, _MISSING)}
 
 
-def _artefact(root: Path, artefact: Mapping[str, Any]) -> dict[str, Any]:
-    """The state of one artefact: missing, damaged, stale (with the changed keys) or current."""
+def _artefact(root: Path, artefact: Mapping[str, Any], current: CurrentDigests) -> dict[str, Any]:
+    """The state of one artefact: missing, damaged, stale (with the changed keys, or the inputs whose files changed
+    since its job read them) or current."""
     found = [(root / path).exists() for path in artefact["files"]]
     record_path = root / artefact["provenance"]
     entry = {"kind": artefact["kind"], "benchmark": artefact.get("benchmark"), "provenance": artefact["provenance"],
              "expected": fingerprint(artefact["settings"]), "recorded": None, "changed": {}, "damage": [],
-             "runtime": {}}
+             "runtime": {}, "inputs": {}, "changed_inputs": []}
     if not any(found) and not record_path.exists():
         return {**entry, "state": "missing"}
     try:
         record = read_provenance(record_path)
-        entry["damage"] = damage(record, record_path)
+        entry["damage"] = damage(record, record_path, current.found)
     except DamagedArtefactError as error:
         return {**entry, "state": "damaged", "damage": [str(error)]}
     entry["recorded"], entry["runtime"] = record["fingerprint"], record.get("runtime", {})
+    entry["inputs"] = record.get("inputs", {})
     if not all(found) or entry["damage"]:
         return {**entry, "state": "damaged"}
+    entry["changed_inputs"] = changed_inputs(entry["inputs"], current)
     if record["fingerprint"] != entry["expected"]:
         return {**entry, "state": "stale", "changed": changed_keys(record["settings"], artefact["settings"])}
-    return {**entry, "state": "current"}
+    return {**entry, "state": "stale" if entry["changed_inputs"] else "current"}
 
 
 def _version_changes(recorded: Any, installed: Mapping[str, str | None]) -> dict[str, list]:
@@ -92,8 +104,8 @@ def _records_state(rows: pd.DataFrame, artefacts: list[dict], installed: Mapping
 
 
 def _cell(root: Path, cell: Mapping[str, Any], records: pd.DataFrame | None,
-          installed: Mapping[str, str | None]) -> dict[str, Any]:
-    artefacts = [_artefact(root, a) for a in cell["artefacts"]]
+          installed: Mapping[str, str | None], current: CurrentDigests) -> dict[str, Any]:
+    artefacts = [_artefact(root, a, current) for a in cell["artefacts"]]
     states = [a["state"] for a in artefacts]
     status = ("complete" if all(s in ("current", "stale") for s in states)
               else "missing" if all(s == "missing" for s in states) else "partial")
@@ -110,6 +122,7 @@ def _cell(root: Path, cell: Mapping[str, Any], records: pd.DataFrame | None,
         changed.update(artefact["changed"])
     return {"model": cell["model"], "method": cell["method"], "seed": cell["seed"], "run_id": cell["run_id"],
             "status": status, "missing": [a["kind"] for a in artefacts if a["state"] == "missing"],
+            "changed_inputs": [{"kind": a["kind"], **change} for a in artefacts for change in a["changed_inputs"]],
             "damaged": [line for a in artefacts for line in a["damage"]], "stale": stale, "changed_keys": changed,
             "artefacts": artefacts, "recorded_benchmarks": len(recorded),
             "runtime": next((a["runtime"] for a in artefacts if a["kind"] in ("base model", "training")), {}),
@@ -191,7 +204,8 @@ def audit_study(expected: Mapping[str, Any], root: str | Path = ".", installed: 
     root = Path(root)
     installed_versions = json.loads(installed if installed is not None else package_versions())
     records, unreadable = _records(root, expected["records"])
-    cells = [_cell(root, cell, records, installed_versions) for cell in expected["cells"]]
+    current = CurrentDigests(root)
+    cells = [_cell(root, cell, records, installed_versions, current) for cell in expected["cells"]]
     known = {cell["run_id"] for cell in cells}
     extra = sorted(set(records["run_id"]) - known) if records is not None else []
     comparisons = _comparisons(expected, cells)
@@ -199,6 +213,8 @@ def audit_study(expected: Mapping[str, Any], root: str | Path = ".", installed: 
     damaged = [c["run_id"] for c in cells if c["damaged"]]
     counts = {status: sum(c["status"] == status for c in cells) for status in ("complete", "partial", "missing")}
     records_origin = _records_origin(expected["records"], cells, extra) if records is not None else None
+    readers = [path for path in expected["readers"] if not (unreadable and path == expected["records"])]
+    readers_changed, readers_unreadable = readers_changed_inputs(root, readers, current)
     return {
         "study": expected["study"],
         "records_file": expected["records"] if records is not None else None,
@@ -213,7 +229,10 @@ def audit_study(expected: Mapping[str, Any], root: str | Path = ".", installed: 
         "records_not_in_matrix": extra,
         "built_elsewhere": {"records": records_origin,
                             "tables": _tables_origin(root, expected["tables"], records_origin is not None)},
-        "unreadable": unreadable,
+        "item_sets": item_sets(({"benchmark": a["benchmark"], "run_id": c["run_id"], "inputs": a["inputs"]}
+                                for c in cells for a in c["artefacts"] if a["benchmark"]), current),
+        "inputs_changed_since_read": readers_changed,
+        "unreadable": unreadable + readers_unreadable,
     }
 
 
@@ -241,9 +260,10 @@ def _stale_detail(cell: Mapping[str, Any]) -> str:
     if cell["changed_keys"]:
         detail.append("; ".join(f"{key}: {_value(old)} → {_value(new)}"
                                 for key, (old, new) in cell["changed_keys"].items()))
-    kinds = [kind for kind in cell["stale"] if kind not in ("records", "packages")]
+    kinds = [a["kind"] for a in cell["artefacts"] if a["state"] == "stale" and a["recorded"] != a["expected"]]
     if kinds:
-        detail.append(f"built with other settings: {', '.join(kinds)}")
+        detail.append(f"built with other settings: {', '.join(sorted(kinds))}")
+    detail += [changed_line(change["kind"], change) for change in cell["changed_inputs"]]
     if "records" in cell["stale"]:
         detail.append("records of " + ", ".join(cell["records"]["fingerprint_mismatch"])
                       + " carry fingerprints other than the current study's")
@@ -269,8 +289,12 @@ def _runtime_lines(cells: list[dict]) -> list[str]:
     return lines
 
 
-def _headline(built_elsewhere: Mapping[str, Any]) -> list[str]:
-    """The lines that come before the counts: which shared outputs another config built."""
+def _headline(built_elsewhere: Mapping[str, Any], split: list[dict[str, Any]]) -> list[str]:
+    """The lines that come before the counts: which benchmarks were scored against several item sets, and which
+    shared outputs another config built."""
+    split_lines = ["**Scored against different items — these runs are not comparable on these benchmarks.** Rescore "
+                   "the runs whose items are not those on disk now (`snakemake --cores N -f <their score files>`), "
+                   "or put back the items they were scored on.", "", *item_set_lines(split), ""] if split else []
     records, tables = built_elsewhere["records"], built_elsewhere["tables"]
     lines = []
     if records:
@@ -280,8 +304,8 @@ def _headline(built_elsewhere: Mapping[str, Any]) -> list[str]:
     if tables:
         lines.append(f"- The tables in `{tables['dir']}` are not this config's: {'; '.join(tables['problems'])}.")
     if not lines:
-        return []
-    return ["**Built from another config — not this study's results.** Rebuild them with this config "
+        return split_lines
+    return [*split_lines, "**Built from another config — not this study's results.** Rebuild them with this config "
             "(`snakemake --cores N --configfile <this config>`) before reading them.", "", *lines, ""]
 
 
@@ -289,7 +313,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     counts = report["counts"]
     lines = [
         f"# Audit of study `{report['study']}`", "",
-        *_headline(report["built_elsewhere"]),
+        *_headline(report["built_elsewhere"], report["item_sets"]),
         f"{counts['cells']} cells (runs and untrained bases): {counts['complete']} complete, {counts['partial']} "
         f"partial, {counts['missing']} missing; {counts['stale']} stale; {counts['damaged']} damaged; "
         f"{counts['unmatched_comparisons']} comparison(s) with unmatched seeds. "
@@ -315,6 +339,9 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     lines += [f"- {cell['run_id']}: {_stale_detail(cell)}" for cell in report["cells"] if cell["stale"]]
     if not report["stale_runs"]:
         lines.append("none")
+    if report["inputs_changed_since_read"]:
+        lines += ["", "## Inputs changed since they were read (reports and tables)", "",
+                  *[f"- {changed_line(change['reader'], change)}" for change in report["inputs_changed_since_read"]]]
     lines += ["", "## Damaged artefacts", ""]
     lines += [f"- {line}" for cell in report["cells"] for line in cell["damaged"]] or ["none"]
     runtime = _runtime_lines(report["cells"])

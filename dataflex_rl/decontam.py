@@ -34,11 +34,13 @@ import re
 import unicodedata
 from collections import Counter
 from difflib import SequenceMatcher
+from pathlib import Path
 from typing import Sequence
 
 import pandas as pd
 
 from dataflex_rl.atomic import write_json, write_parquet
+from dataflex_rl.provenance import plain_input
 
 NGRAM = 3
 MAX_EXAMPLES = 20
@@ -323,9 +325,12 @@ def decontaminate_files(
     **params,
 ) -> dict:
     """File-level entry for the corpus rule: parquet in (one file per benchmark), cleaned parquet and JSON audit out
-    (both written atomically)."""
+    (both written atomically). The audit's `inputs` records the sha256 of the corpus and of each benchmark's items as
+    read ({role: {path, sha256}}, dataflex_rl.provenance), so that items changed afterwards are noticed."""
     benchmarks = pd.concat([pd.read_parquet(path) for path in benchmark_paths], ignore_index=True)
     kept, audit = decontaminate(pd.read_parquet(corpus_path), benchmarks, **params)
+    audit["inputs"] = {"corpus": plain_input(corpus_path),
+                       **{f"items:{Path(path).stem}": plain_input(path) for path in benchmark_paths}}
     write_parquet(out_corpus, kept)
     write_json(out_audit, audit)
     return audit

@@ -16,7 +16,7 @@ from dataflex_rl.atomic import atomic_directory, write_parquet
 from dataflex_rl.backends.base import get_backend
 from dataflex_rl.evaluate.scoring import score_benchmarks
 from dataflex_rl.layout import PROVENANCE
-from dataflex_rl.provenance import plain_input, state_key, verified_input, write_provenance
+from dataflex_rl.provenance import inputs_metadata, plain_input, state_key, verified_input, write_provenance
 from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.regimes.low_utility import measure_solve_rates
 from dataflex_rl.methods import MethodSpec
@@ -40,15 +40,16 @@ def build_base_model(job: Mapping[str, Any], settings: Mapping[str, Any], *, cor
 
 def measure_base_solve_rates(job: Mapping[str, Any], *, base, corpus, out, threads: int = 1, gpus: int = 0) -> None:
     """The untrained base's solve rate per corpus prompt (`job["sampling"]`: K samples, temperature, answer length),
-    written as a parquet of (id, solve_rate): the low_utility regime's input."""
-    if base:
-        verified_input(base, Path(base) / PROVENANCE)  # a damaged base is refused, naming the file
+    written as a parquet of (id, solve_rate): the low_utility regime's input, with the sha256 of the corpus and base
+    it read in its metadata."""
+    inputs = {"corpus": plain_input(corpus), **_base_input(base)}  # a damaged base is refused, naming the file
     generator = get_backend(job["model"]["backend"]).open_generator(job["model"], model_dir=base, threads=threads,
                                                                     gpus=gpus)
     sampling = job["sampling"]
     rates = measure_solve_rates(generator, pd.read_parquet(corpus), job["template"], samples=sampling["rollouts"],
                                 temperature=sampling["temperature"], max_new_tokens=sampling["max_new_tokens"])
-    write_parquet(out, pd.DataFrame({"id": list(rates), "solve_rate": list(rates.values())}))
+    write_parquet(out, pd.DataFrame({"id": list(rates), "solve_rate": list(rates.values())}),
+                  metadata=inputs_metadata(inputs))
 
 
 def training_state(state_dir, settings: Mapping[str, Any], inputs: Mapping[str, Mapping[str, str]]) -> Path:

@@ -10,6 +10,12 @@ last and atomically:
 A consuming job verifies its inputs against their producers' provenance before using them (`verified_digest`), so a
 damaged file is reported with its path instead of failing somewhere inside torch; the audit does the same.
 
+Every job that reads another job's artefact records that artefact's sha256, as read, in the same `inputs` shape
+({role: {path, sha256}}): in its provenance record; in the `inputs` key of a JSON report it writes instead
+(decontamination, calibration, parse gate, regime audit); in the key-value metadata of a parquet table it writes
+instead (records, solve rates; `inputs_metadata`, `parquet_inputs`). Each file is hashed once per job. The audit
+compares what was read with what is on disk now (dataflex_rl.audit_inputs).
+
 Resumable state (a run's checkpoints, a scoring job's finished benchmarks) is kept under a *state key*: the
 fingerprint of the slice (less what may change without invalidating the state) and the digests of the verified
 inputs. A changed run starts afresh by itself; an unchanged one resumes.
@@ -158,6 +164,25 @@ def verified_input(path: str | os.PathLike, record_path: str | os.PathLike,
 def plain_input(path: str | os.PathLike) -> dict[str, str]:
     """{path, sha256} of an input artefact without a provenance record of its own (a corpus or benchmark file)."""
     return {"path": str(path), "sha256": artefact_digest(path)}
+
+
+# The parquet key-value metadata key under which a table records the inputs it was built from.
+INPUTS_METADATA_KEY = "dataflex_rl.inputs"
+
+
+def inputs_metadata(inputs: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+    """The parquet metadata that records `inputs` ({role: {path, sha256}}): `atomic.write_parquet(..., metadata=)`."""
+    return {INPUTS_METADATA_KEY: canonical_json({role: dict(entry) for role, entry in inputs.items()})}
+
+
+def parquet_inputs(path: str | os.PathLike) -> dict[str, dict[str, str]]:
+    """The inputs a parquet table recorded in its metadata (`inputs_metadata`); {} for a table that recorded none.
+    Reads the footer only."""
+    import pyarrow.parquet as pq
+
+    metadata = pq.read_schema(path).metadata or {}
+    recorded = metadata.get(INPUTS_METADATA_KEY.encode())
+    return json.loads(recorded) if recorded else {}
 
 
 def state_key(settings: Mapping[str, Any], inputs: Mapping[str, Mapping[str, str]]) -> str:

@@ -6,6 +6,7 @@ be recomputed from a small table, and `validate_records` refuses a table that wo
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
@@ -183,21 +184,25 @@ def validate_records(df: pd.DataFrame) -> None:
 
 
 def collect_records(sources: Iterable[Mapping], *, versions: str | None = None,
-                    min_parse_rate: float | None = None) -> pd.DataFrame:
+                    min_parse_rate: float | None = None, inputs: dict | None = None) -> pd.DataFrame:
     """The records table from score files; each source names its path, its provenance record, model, method, seed (None:
     base), benchmark and optionally `extras` (the study cell's base_model, campaign and regime columns). A row's
     fingerprint and step count are copied from the provenance record, after the score file is checked against it (a
     damaged one is refused, naming it); nothing is recomputed from the current config. `versions` (a `package_versions`
-    string) is stamped on every row; `min_parse_rate` sets every row's `parse_flagged`."""
+    string) is stamped on every row; `min_parse_rate` sets every row's `parse_flagged`. `inputs` collects
+    {score path: {path, sha256}} of the score files read, as hashed by that check (the records job writes them into
+    the table's metadata)."""
     from dataflex_rl.benchmarks.registry import get_benchmark
 
-    rows, extras = [], {}
+    rows, extras, found = [], {}, {}
+    inputs = {} if inputs is None else inputs
     for source in sources:
         extras.update(dict.fromkeys(source.get("extras") or {}))
         provenance = read_provenance(source["provenance"])
-        problems = damage(provenance, source["provenance"])
+        problems = damage(provenance, source["provenance"], found)
         if problems:
             raise DamagedArtefactError("a score file is not the one its job wrote:\n  " + "\n  ".join(problems))
+        inputs[source["path"]] = {"path": source["path"], "sha256": found[Path(source["path"]).resolve()]}
         rows.append(summarise_items(
             pd.read_parquet(source["path"]), model=source["model"], method=source["method"], seed=source["seed"],
             benchmark=source["benchmark"], domain=get_benchmark(source["benchmark"]).domain,

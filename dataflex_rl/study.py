@@ -564,6 +564,17 @@ class Study:
                        "settings": self.score_slice(model, run, b)} for b in benchmarks]
         return artefacts
 
+    def _readers(self) -> list[str]:
+        """The reports and tables, other than the cells' provenance records, that record the inputs their jobs read
+        (dataflex_rl.provenance): the decontamination audit, the gates, the regime audits, the solve rates and the
+        records table; the audit compares what they read with what is on disk now. None for a records-only study."""
+        if self.records_file:
+            return []
+        benchmarks = registry_order(self.benchmarks.names)
+        return [layout.DECONTAMINATION_AUDIT, *map(layout.calibration, benchmarks),
+                *map(layout.parse_gate, self.models), *(layout.regime_audit(r, m) for r, m in self.regime_corpora()),
+                *map(layout.solve_rates, self.solve_rates_models()), layout.RECORDS]
+
     def random_prompt_methods(self) -> dict[str, str]:
         """Per cell with one, its first method drawing prompts at random (policy random_prompts): the reference of
         the prompt-selection composition table."""
@@ -589,7 +600,7 @@ class Study:
                               "run_id": run_id(cell.name, method, seed), "benchmarks": benchmarks,
                               "artefacts": self._artefacts(cell.model, run, benchmarks)})
         return {"study": self.name, "controls": self.controls(),
-                "records": layout.RECORDS, "cells": cells,
+                "records": layout.RECORDS, "cells": cells, "readers": self._readers(),
                 "tables": {"dir": layout.tables_dir(self.name), "provenance": layout.tables_provenance(self.name),
                            "records": self.records_file or layout.RECORDS, "settings": self.tables_slice()},
                 "cell_methods": {cell.name: list(dict.fromkeys(run.method for run in cell.runs))

@@ -6,6 +6,7 @@ of the study (or of a changed one), real parquet score files and a records table
 expected report is worked out from what was put there.
 """
 import copy
+import hashlib
 import json
 import subprocess
 import sys
@@ -237,6 +238,17 @@ def test_the_headline_says_first_when_records_or_tables_are_another_configs(tmp_
                        "built them is unknown")
 
 
+def snakemake_audit(root: Path, config: dict) -> dict:
+    """`snakemake audit` on the tree under `root` with `config`; the JSON report it wrote."""
+    (root / "study.yaml").write_text(yaml.safe_dump(config))
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "audit", "--cores", "1", "--snakefile", str(REPO / "Snakefile"),
+         "--directory", str(root), "--configfile", str(root / "study.yaml")],
+        capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads((root / layout.AUDIT_JSON).read_text())
+
+
 def test_audit_of_an_empty_tree_lists_every_cell_as_missing(tmp_path):
     report = audit_study(Study.from_config(study_config()).expected_artefacts(), tmp_path)
     assert report["counts"] == {"complete": 0, "partial": 0, "missing": 5, "cells": 5, "stale": 0, "damaged": 0,
@@ -269,18 +281,12 @@ def test_snakemake_audit_reports_an_unreadable_records_table_and_record_instead_
     previous report, names both files, and reports the cells without records."""
     config = study_config()
     build_tree(tmp_path, config)
-    (tmp_path / "study.yaml").write_text(yaml.safe_dump(config))
     records = tmp_path / layout.RECORDS
     records.write_bytes(records.read_bytes()[: records.stat().st_size // 2])
     record = layout.train_provenance(MODEL, run_path("baseline/seed1"))
     (tmp_path / record).write_text('{"fingerprint": "0"}')
     _write(tmp_path / layout.AUDIT_MD, b"the previous report\n")
-    result = subprocess.run(
-        [sys.executable, "-m", "snakemake", "audit", "--cores", "1", "--snakefile", str(REPO / "Snakefile"),
-         "--directory", str(tmp_path), "--configfile", str(tmp_path / "study.yaml")],
-        capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads((tmp_path / layout.AUDIT_JSON).read_text())
+    report = snakemake_audit(tmp_path, config)
     (unreadable,) = report["unreadable"]
     assert unreadable.startswith(f"{layout.RECORDS}: ") and "magic bytes not found in footer" in unreadable
     assert unreadable.endswith("the next `snakemake` run rebuilds it")
@@ -292,3 +298,55 @@ def test_snakemake_audit_reports_an_unreadable_records_table_and_record_instead_
     markdown = (tmp_path / layout.AUDIT_MD).read_text()
     assert markdown == render_markdown(report)
     assert "Records: unreadable." in markdown and f"## Unreadable artefacts\n\n- {unreadable}\n" in markdown
+
+
+def test_snakemake_audit_names_a_benchmark_scored_against_two_item_sets_and_the_runs_of_each(tmp_path, monkeypatch):
+    """syllogism's items file was replaced after three cells were scored (an older mtime replans nothing) and two were
+    rescored since: one study, one benchmark, two item sets. The audit's headline names the benchmark, each set's
+    sha256 (hashlib, here) and its runs; the cells scored against items no longer on disk are stale, naming the file
+    and both digests; so is the calibration that read the first items."""
+    config = study_config()
+    current = Study.from_config(config)
+    runs = ["untrained", "baseline/seed1", "baseline/seed2", "softmax/seed1", "softmax/seed2"]
+    for run in runs:
+        _build_run(tmp_path, current, run)
+    write_records(tmp_path, [(run, package_versions()) for run in runs])
+    items = layout.benchmark_items("syllogism")
+    monkeypatch.chdir(tmp_path)  # the jobs record paths as Snakemake passes them: relative to the working directory
+    digests = {}
+    for version, scored in ((b"first items", ["untrained", "baseline/seed1", "softmax/seed2"]),
+                            (b"other items", ["baseline/seed2", "softmax/seed1"])):
+        _write(tmp_path / items, version)
+        digests[version] = hashlib.sha256(version).hexdigest()
+        if version == b"first items":  # calibrated against the first items, as the scores of the first runs were
+            _write(tmp_path / layout.calibration("syllogism"),
+                   json.dumps({"inputs": {"items": plain_input(items)}}).encode())
+        for run in scored:
+            score = layout.score(MODEL, run_path(run), "syllogism")
+            write_provenance(layout.score_provenance(MODEL, run_path(run), "syllogism"),
+                             current.score_slice(MODEL, run_path(run), "syllogism"), [score],
+                             inputs={"items": plain_input(items)})
+    report = snakemake_audit(tmp_path, config)
+    first, other = digests[b"first items"], digests[b"other items"]
+    old_runs = [f"{MODEL}/untrained", f"{MODEL}/baseline/seed1", f"{MODEL}/softmax/seed2"]
+    new_runs = [f"{MODEL}/baseline/seed2", f"{MODEL}/softmax/seed1"]
+    assert report["item_sets"] == [{"benchmark": "syllogism", "path": items, "sets": [
+        {"sha256": first, "runs": old_runs, "on_disk": False},
+        {"sha256": other, "runs": new_runs, "on_disk": True}]}]
+    assert report["stale_runs"] == [f"{MODEL}/untrained", f"{MODEL}/baseline/seed1", f"{MODEL}/softmax/seed2"]
+    cells = {cell["run_id"]: cell for cell in report["cells"]}
+    assert cells[f"{MODEL}/untrained"]["changed_inputs"] == [
+        {"kind": "score:syllogism", "role": "items", "path": items, "recorded": first, "now": other}]
+    assert all(cells[run]["changed_inputs"] == [] and cells[run]["stale"] == [] for run in new_runs)
+    assert report["inputs_changed_since_read"] == [{"reader": layout.calibration("syllogism"), "role": "items",
+                                                    "path": items, "recorded": first, "now": other}]
+    markdown = (tmp_path / layout.AUDIT_MD).read_text()
+    assert markdown == render_markdown(report)
+    assert (f"## Inputs changed since they were read (reports and tables)\n\n- {layout.calibration('syllogism')} read "
+            f"items `{items}` as sha256 {first[:12]}…, which holds {other[:12]}… now\n") in markdown
+    headline = markdown.split(f"{report['counts']['cells']} cells (runs and untrained bases)")[0]
+    assert "**Scored against different items — these runs are not comparable on these benchmarks.**" in headline
+    assert (f"- `syllogism` scored against 2 item sets — sha256 {first[:12]}…: {', '.join(old_runs)}; "
+            f"sha256 {other[:12]}… (the items in `{items}` now): {', '.join(new_runs)}\n") in headline
+    assert (f"- {MODEL}/untrained: score:syllogism read items `{items}` as sha256 {first[:12]}…, which holds "
+            f"{other[:12]}… now\n") in markdown

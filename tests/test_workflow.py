@@ -1,5 +1,6 @@
 """The Snakemake DAG itself: the paper matrix dry run, config refusal, and one small real end-to-end run."""
 import copy
+import hashlib
 import json
 import os
 import re
@@ -15,8 +16,9 @@ import yaml
 
 from dataflex_rl import layout
 from dataflex_rl.plan import planned_jobs
-from dataflex_rl.provenance import fingerprint
+from dataflex_rl.provenance import fingerprint, parquet_inputs
 from dataflex_rl.study import Study
+from dataflex_rl.tasks.corpus import benchmark_items
 
 from config_edits import set_key
 
@@ -74,6 +76,7 @@ def test_the_workflow_passes_snakemakes_lint_and_snakefmt():
 
 
 SMOKE = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
+SMOKE_BENCHMARKS = SMOKE["benchmarks"]["names"]
 
 
 def smoke_run(method: str, seed: int | None) -> str:
@@ -193,6 +196,35 @@ def test_smoke_study_runs_end_to_end(smoke_tree):
     assert "forest_DB.png" in html and "training_curves.png" in html and "comparisons.csv" in html, report.stderr
 
 
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.slow
+def test_every_artefact_a_job_read_is_recorded_by_its_sha256(smoke_tree):
+    """Each job that reads another job's artefact recorded its sha256 (dataflex_rl.provenance, `inputs`): equal to
+    hashlib.sha256 of the file's bytes, for every file input (a model directory is checked through its own record)."""
+    results = smoke_tree / "results"
+    recorded = {path.relative_to(smoke_tree).as_posix(): json.loads(path.read_text())["inputs"]
+                for path in [*results.rglob("provenance.json"), *results.glob("scores/**/*.provenance.json"),
+                             *results.glob("calibration/**/*.json"), results / "corpus/decontamination.json"]}
+    recorded[layout.RECORDS] = parquet_inputs(smoke_tree / layout.RECORDS)
+    roles = {reader: sorted(inputs) for reader, inputs in recorded.items()}
+    assert roles[layout.DECONTAMINATION_AUDIT] == sorted(["corpus", *(f"items:{b}" for b in SMOKE_BENCHMARKS)])
+    assert all(roles[layout.calibration(b)] == ["items"] for b in SMOKE_BENCHMARKS)
+    assert roles[layout.parse_gate("tiny-qwen2")] == sorted(f"score:{b}" for b in SMOKE_BENCHMARKS)
+    assert roles[layout.train_provenance("tiny-qwen2", smoke_run("baseline", 1))] == ["base", "corpus"]
+    assert roles[layout.score_provenance("tiny-qwen2", smoke_run("baseline", 1), "gcd")] == ["items", "model"]
+    assert len(roles[layout.RECORDS]) == (4 * 2 + 1) * 12
+    assert roles[layout.tables_provenance("smoke")] == ["records"]
+    files = [(reader, entry) for reader, inputs in recorded.items() for entry in inputs.values()
+             if (smoke_tree / entry["path"]).is_file()]
+    # decontamination, calibrations, gate, train records, score records, records table, base model, tables
+    assert len(files) == 13 + 12 + 12 + 8 + 9 * 12 + 9 * 12 + 1 + 1
+    for reader, entry in files:
+        assert entry["sha256"] == _sha256(smoke_tree / entry["path"]), (reader, entry["path"])
+
+
 @pytest.mark.slow
 def test_a_changed_setting_replans_exactly_the_jobs_it_changes(smoke_tree):
     with ThreadPoolExecutor(max_workers=2) as pool:
@@ -278,3 +310,39 @@ def test_a_changed_setting_retrains_and_the_audit_names_what_predates_it(smoke_t
     log = (smoke_tree / f"logs/scores/tiny-qwen2/{smoke_run('baseline', 2)}/all.log").read_text()
     assert "DamagedArtefactError: damaged input artefact:" in log
     assert f"{weights.relative_to(smoke_tree)}: sha256" in log
+
+
+@pytest.mark.slow
+def test_items_replaced_under_an_older_mtime_and_one_run_rescored_are_two_item_sets_in_the_audit(smoke_tree):
+    """The issue's reproduction: gcd's items replaced by other items under an older mtime (`cp -p`, `rsync -t`, a
+    restore), then one run rescored. The audit's headline names gcd, the run scored against the new items and the
+    runs scored against the old ones, each set by its sha256 (hashlib, here); the old runs are stale, and so are the
+    calibration and the decontamination that read the old items."""
+    smoke = ["--configfile", str(REPO / "config/smoke.yaml"), "--directory", str(smoke_tree)]
+    items = smoke_tree / layout.benchmark_items("gcd")
+    old, stat = _sha256(items), items.stat()
+    other = benchmark_items("gcd", n_items=SMOKE["benchmarks"]["items"], seed=SMOKE["benchmarks"]["seed"] + 1)
+    other.to_parquet(items, index=False)
+    os.utime(items, ns=(stat.st_atime_ns, stat.st_mtime_ns - 3600 * 10**9))
+    new = _sha256(items)
+    assert new != old
+    rescored = smoke_run("static", 1)
+    snakemake("--cores", "2", "--quiet", *smoke, "-f", layout.score("tiny-qwen2", rescored, "gcd"),
+              "--allowed-rules", "score")
+    snakemake("audit", "--cores", "1", *smoke)
+    report = json.loads((smoke_tree / layout.AUDIT_JSON).read_text())
+    # every other run scored on gcd before (one whose scores an earlier test deleted is in neither set)
+    others = [("untrained", None),
+              *((m, s) for m in SMOKE["methods"] for s in SMOKE["seeds"] if (m, s) != ("static", 1))]
+    old_runs = [f"tiny-qwen2/{method}" + (f"/seed{seed}" if seed else "") for method, seed in others
+                if (smoke_tree / layout.score_provenance("tiny-qwen2", smoke_run(method, seed), "gcd")).is_file()]
+    assert len(old_runs) >= len(others) - 1
+    (split,) = report["item_sets"]
+    assert split == {"benchmark": "gcd", "path": layout.benchmark_items("gcd"), "sets": [
+        {"sha256": old, "runs": old_runs, "on_disk": False},
+        {"sha256": new, "runs": ["tiny-qwen2/static/seed1"], "on_disk": True}]}
+    assert set(old_runs) <= set(report["stale_runs"]) and "tiny-qwen2/static/seed1" not in report["stale_runs"]
+    readers = {change["reader"] for change in report["inputs_changed_since_read"] if change["now"] == new}
+    assert {layout.calibration("gcd"), layout.DECONTAMINATION_AUDIT} <= readers
+    markdown = (smoke_tree / layout.AUDIT_MD).read_text()
+    assert markdown.index("`gcd` scored against 2 item sets") < markdown.index("cells (runs and untrained bases)")
