@@ -65,8 +65,9 @@ stop() {
     need_root stop
     if ours; then
         scontrol shutdown >/dev/null 2>&1 || true
-        for _ in $(seq 20); do pgrep -x 'slurmctld|slurmd' >/dev/null || break; sleep 1; done
-        pkill -x 'slurmctld|slurmd' 2>/dev/null || true
+        for _ in $(seq 20); do pgrep -x slurmctld >/dev/null || pgrep -x slurmd >/dev/null || break; sleep 1; done
+        pkill -x slurmctld 2>/dev/null || true
+        pkill -x slurmd 2>/dev/null || true
         rm -f "$CONF"
         rm -rf "$STATE"
         echo "Slurm stopped; $CONF and $STATE removed"
