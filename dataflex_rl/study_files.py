@@ -80,19 +80,20 @@ class StudyFiles:
         shorter = self.study.previous_budget(self.study.run(model, run))
         return [layout.train_provenance(shorter.model, shorter.name)] if shorter else []
 
-    def base_model(self, model: str) -> list[str]:
-        """The base a run starts from where the backend builds it (rule base_model); none where it loads `path`."""
-        return [layout.base_model(model)] if self.study.models[model].builds_base_model else []
+    def base_model(self, model: str) -> str | list:
+        """The base a run starts from where the backend builds it (rule base_model); [] (no input) where it loads
+        `path`. A path, not a list of one, so that the job reads its input as one path."""
+        return layout.base_model(model) if self.study.models[model].builds_base_model else []
 
-    def scored_model(self, model: str, run: str) -> list[str]:
+    def scored_model(self, model: str, run: str) -> str | list:
         """The model directory a run is scored with: a trained run's final model (its merged Hugging Face directory
-        where the backend merges), or the base the backend built (none for a backend that loads the untrained model
-        from its `path`)."""
+        where the backend merges), or the base the backend built ([], no input, for a backend that loads the untrained
+        model from its `path`)."""
         spec = self.study.models[model]
         if run != layout.UNTRAINED and spec.merges_checkpoint:
-            return [layout.merged_model(model, run)]
+            return layout.merged_model(model, run)
         if run != layout.UNTRAINED or spec.builds_base_model:
-            return [layout.scored_model(model, run)]
+            return layout.scored_model(model, run)
         return []
 
     def scored_model_provenance(self, model: str, run: str) -> str | None:

@@ -33,11 +33,11 @@ def in_empty_dir(tmp_path, monkeypatch):
 def test_an_embedded_run_starts_from_the_built_base_and_is_scored_from_its_own_directory(in_empty_dir):
     files = files_of("config.yaml")
     model = "tiny-qwen2"
-    assert files.base_model(model) == ["results/models/tiny-qwen2"]
-    assert files.scored_model(model, "untrained") == ["results/models/tiny-qwen2"]
+    assert files.base_model(model) == "results/models/tiny-qwen2"
+    assert files.scored_model(model, "untrained") == "results/models/tiny-qwen2"
     assert files.scored_model_provenance(model, "untrained") == "results/models/tiny-qwen2/provenance.json"
     run = files.study.runs[0].name
-    assert files.scored_model(model, run) == [f"results/runs/tiny-qwen2/{run}/model"]
+    assert files.scored_model(model, run) == f"results/runs/tiny-qwen2/{run}/model"
     assert files.scored_model_provenance(model, run) == f"results/runs/tiny-qwen2/{run}/provenance.json"
     assert files.conda_env(model) == "../envs/cpu.yaml"
     # no merge: three artefacts per run
@@ -51,7 +51,7 @@ def test_a_verl_run_loads_its_path_and_is_scored_from_its_merged_directory(in_em
     assert files.base_model(model) == []
     assert files.scored_model(model, "untrained") == []
     assert files.scored_model_provenance(model, "untrained") is None
-    assert files.scored_model(model, run) == [f"results/runs/{model}/{run}/merged"]
+    assert files.scored_model(model, run) == f"results/runs/{model}/{run}/merged"
     assert files.scored_model_provenance(model, run) == f"results/runs/{model}/{run}/merged/provenance.json"
     assert files.conda_env(model) == "../envs/gpu.yaml"
     assert len(files.run_outputs()) == 4 * len(files.study.runs)
