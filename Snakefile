@@ -21,10 +21,12 @@ include: "rules/tables.smk"
 include: "rules/audit.smk"
 
 
-# Every rule is defined now: check the resources each asks for against the config and print the dry-run summary.
-check_resources_and_summarise()
+# Every rule is defined now: check the resources each asks for against the config and print the dry-run summary, once,
+# in the process that plans the DAG (a cluster job parses this file again to run its rule, and has nothing to check).
+if workflow.is_main_process:
+    check_resources_and_summarise()
 
 
 rule all:
     input:
-        get_final_outputs(),
+        FILES.final_outputs() + selection_outputs(),

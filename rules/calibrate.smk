@@ -1,7 +1,7 @@
 rule calibrate:
     input:
         benchmark_items=layout.benchmark_items("{benchmark}"),
-        gates=lambda wc: pending_gates(quarantine_gates([wc.benchmark]), [layout.calibration(wc.benchmark)]),
+        gates=lambda wc: FILES.calibration_gates(wc.benchmark),
     output:
         layout.calibration("{benchmark}"),
     log:

@@ -26,7 +26,7 @@ rule corpus:
 
 rule benchmark_items:
     input:
-        benchmark_file,
+        lambda wc: FILES.benchmark_files(wc.benchmark),
     output:
         parquet=layout.benchmark_items("{benchmark}"),
         audit=layout.benchmark_audit("{benchmark}"),
@@ -38,7 +38,7 @@ rule benchmark_items:
         n_items=STUDY.benchmarks.items,
         path=lambda wc: STUDY.benchmarks.files.get(wc.benchmark),
         # its files' contents (None for a generated benchmark): other bytes rebuild the items, whatever the mtime
-        files_sha256=benchmark_digests,
+        files_sha256=lambda wc: FILES.benchmark_digests(wc.benchmark),
         hub_fallback=STUDY.benchmarks.hub_fallback,
         seed=STUDY.benchmarks.seed,
         validation=row_checks(STUDY.data_validation["benchmarks"]),
@@ -60,9 +60,9 @@ rule quarantine_gate:
     conda:
         "../envs/cpu.yaml"
     params:
-        section=data_section,
-        max_fraction=lambda wc: STUDY.max_quarantine_fraction(data_section(wc)),
-        data_fingerprint=lambda wc: data_fingerprint(wc.data),
+        section=lambda wc: FILES.data_section(wc.data),
+        max_fraction=lambda wc: STUDY.max_quarantine_fraction(FILES.data_section(wc.data)),
+        data_fingerprint=lambda wc: FILES.data_fingerprint(wc.data),
     script:
         "../workflow_scripts/quarantine_gate.py"
 
@@ -71,10 +71,7 @@ rule decontaminate:
     input:
         corpus=layout.CORPUS_RAW,
         benchmarks=[layout.benchmark_items(b) for b in BENCHMARKS],
-        gates=pending_gates(
-            quarantine_gates([layout.CORPUS_DATA, *BENCHMARKS]),
-            [layout.CORPUS_CLEAN, layout.DECONTAMINATION_AUDIT],
-        ),
+        gates=FILES.decontamination_gates(),
     output:
         corpus=layout.CORPUS_CLEAN,
         audit=layout.DECONTAMINATION_AUDIT,

@@ -14,13 +14,13 @@ rule score:
         MODEL_ENV
     threads: STUDY.threads
     resources:
-        **backend_resources("score"),
+        **backend_resources(STUDY, "score"),
     params:
         # derived (a function of `output`: out of Snakemake's params trigger), so that a score is reused whichever
         # layout wrote it; each score is held to its slice by its provenance record instead (rescored_when_stale)
         settings=lambda wc, output: [STUDY.score_slice(wc.model, wc.run, b) for b in scored(wc)],
         job=per_model(STUDY.score_job),
-        model_provenance=scored_model_provenance,
+        model_provenance=lambda wc: FILES.scored_model_provenance(wc.model, wc.run),
         token_caps=score_token_caps,
     script:
         "../workflow_scripts/score.py"

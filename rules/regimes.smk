@@ -4,7 +4,7 @@
 rule regime_corpus:
     input:
         corpus=layout.CORPUS_CLEAN,
-        solve_rates=lambda wc: ([layout.solve_rates(wc.model)] if STUDY.regimes[wc.regime].needs_solve_rates else []),
+        solve_rates=lambda wc: FILES.solve_rates(wc.regime, wc.model),
     output:
         corpus=layout.regime_corpus("{regime}", "{model}"),
         record=layout.regime_record("{regime}", "{model}"),
@@ -25,7 +25,7 @@ rule regime_corpus:
 rule solve_rates:
     input:
         corpus=layout.CORPUS_CLEAN,
-        base=base_model_input,
+        base=lambda wc: FILES.base_model(wc.model),
     output:
         layout.solve_rates("{model}"),
     log:
@@ -34,7 +34,7 @@ rule solve_rates:
         MODEL_ENV
     threads: STUDY.threads
     resources:
-        **backend_resources("solve_rates"),
+        **backend_resources(STUDY, "solve_rates"),
     params:
         settings=per_model(STUDY.solve_rates_slice),
         job=per_model(STUDY.solve_rates_job),

@@ -49,17 +49,7 @@ rule training_curves:
     conda:
         "../envs/stats.yaml"
     params:
-        runs=[
-            {
-                "path": layout.metrics(run.model, run.name),
-                "provenance": layout.train_provenance(run.model, run.name),
-                "model": cell.name,
-                "method": run.method,
-                "seed": run.seed,
-            }
-            for cell in STUDY.cells()
-            for run in cell.runs
-        ],
+        runs=FILES.metrics_runs((cell, run) for cell in STUDY.cells() for run in cell.runs),
         window=STUDY.stats.curve_window,
     script:
         "../workflow_scripts/training_curves.py"
@@ -77,16 +67,7 @@ rule selection_tables:
     conda:
         "../envs/stats.yaml"
     params:
-        runs=[
-            {
-                "path": layout.metrics(run.model, run.name),
-                "provenance": layout.train_provenance(run.model, run.name),
-                "model": cell.name,
-                "method": run.method,
-                "seed": run.seed,
-            }
-            for cell, run in SELECTION_RUNS
-        ],
+        runs=FILES.metrics_runs(SELECTION_RUNS),
         signals={name: CATALOGUE[spec.policy].signal for name, spec in STUDY.methods.items()},
         random_methods=STUDY.random_prompt_methods(),
         confidence=STUDY.stats.confidence,

@@ -1,7 +1,7 @@
 rule base_model:
     input:
         corpus=layout.CORPUS_CLEAN,
-        gates=base_model_gates,
+        gates=lambda wc: FILES.base_model_gates(wc.model),
     output:
         directory(layout.base_model("{model}")),
     log:
@@ -37,7 +37,7 @@ rule train:
         MODEL_ENV
     threads: STUDY.threads
     resources:
-        **backend_resources("train"),
+        **backend_resources(STUDY, "train"),
     params:
         settings=lambda wc: STUDY.train_slice(STUDY.run(wc.model, wc.run)),
         job=lambda wc: STUDY.train_job(STUDY.run(wc.model, wc.run)),
@@ -70,7 +70,7 @@ rule merge:
     conda:
         MODEL_ENV
     resources:
-        **backend_resources("merge"),
+        **backend_resources(STUDY, "merge"),
     params:
         settings=lambda wc: STUDY.train_slice(STUDY.run(wc.model, wc.run)),
     script:
