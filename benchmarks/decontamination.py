@@ -22,7 +22,7 @@ paper's size the three alternate for --repeats rounds and the figures are median
 
     python benchmarks/decontamination.py            # 15k prompts, 3 rounds; then the paper's 60k once
     python benchmarks/decontamination.py --large    # scaling steps 60k, 240k and 1M prompts (an hour and more)
-    python benchmarks/decontamination.py --steps 60000,240000   # scaling steps of your choice
+    python benchmarks/decontamination.py --steps 240000 --sides lsh-jaccard   # steps and sides of your choice
     python benchmarks/decontamination.py --smoke    # one small pass of each, to prove the script runs
 
 The LSH sides need `datasketch` (pip install datasketch); it is not a dependency of the package.
@@ -160,9 +160,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="one small pass of each measurement")
     parser.add_argument("--large", action="store_true", help="scaling steps up to 1M prompts")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=3, help="rounds of the side-by-side run (0: none)")
     parser.add_argument("--steps", type=lambda text: [int(n) for n in text.split(",")],
                         help="the scaling steps' prompt counts, comma-separated (instead of the default's or --large's)")
+    parser.add_argument("--sides", type=lambda text: text.split(","), default=list(SIDES),
+                        help=f"the candidate searches of the scaling steps, comma-separated (of {', '.join(SIDES)})")
     parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -172,6 +174,20 @@ def main() -> None:
 
     n_prompts, repeats = (2000, 1) if args.smoke else (15_000, args.repeats)
     steps = [8000] if args.smoke else args.steps or [60_000] + ([240_000, 1_000_000] if args.large else [])
+    if repeats:
+        _side_by_side(n_prompts, repeats)
+    print("\nscaling, one run per step and side:")
+    print(HEADER.format(first="prompts drawn, side"))
+    for n in steps:
+        reference = _run("containment", n)
+        print(_row(f"{n:,}, containment", reference, reference), flush=True)
+        for side in SIDES[1:]:
+            if side in args.sides:
+                print(_row(f"{n:,}, {side}", _run(side, n), reference), flush=True)
+
+
+def _side_by_side(n_prompts: int, repeats: int) -> None:
+    """The three searches in rotating order for `repeats` rounds: medians and their ratios to containment."""
     runs: dict[str, list[dict]] = {side: [] for side in SIDES}
     for r in range(repeats):
         for side in SIDES[r % len(SIDES):] + SIDES[:r % len(SIDES)]:
@@ -190,14 +206,6 @@ def main() -> None:
         print(f"{side} / containment: time x {median[side]['seconds'] / first['seconds']:.2f}, "
               f"CPU x {median[side]['cpu'] / first['cpu']:.2f}, peak RSS x "
               f"{median[side]['peak_rss_mib'] / first['peak_rss_mib']:.2f}")
-    print("\nscaling, one run per step and side:")
-    print(HEADER.format(first="prompts drawn, side"))
-    for n in steps:
-        reference = _run("containment", n)
-        print(_row(f"{n:,}, containment", reference, reference), flush=True)
-        for side in SIDES[1:]:
-            print(_row(f"{n:,}, {side}", _run(side, n), reference), flush=True)
-
 
 if __name__ == "__main__":
     main()
