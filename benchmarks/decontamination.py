@@ -1,136 +1,211 @@
-"""Decontamination speed: the containment detector (dataflex_rl/decontam.py) against the MinHash-LSH Jaccard detector
-it replaced, on 15k training prompts x 5k benchmark items, then the containment detector alone on 15k to 1M prompts.
+"""Decontamination's candidate search: the containment detector's prefix index (dataflex_rl/decontam.py) against
+MinHash-LSH (datasketch) as the candidate filter in front of the same exact containment check, on corpora that grow
+from the paper's size to a million prompts, at equal recall on planted copies.
 
-The texts are synthetic (seeded): items of 15-60 words drawn from a 5,000-word vocabulary with numbers, prompts of the
-same kind, one in ten a copy of an item wrapped in an instruction. Each measurement runs in its own process, so that
-its peak RSS is its own; the two detectors alternate, and each figure is the median of the repeats.
+The benchmark items are the real ones the tests hold (tests/planted_copies.py: the fixtures, and the shared public
+copies when present) plus 250 procedural items of each of the paper's 12 sources: ~5.5k items. The corpus is N
+prompts drawn from the paper's 12 generators (N/12 each, seeded, repeats kept: the generators' problem space is smaller
+than a million) plus one planted copy of every item, its edit kind cycling through tests/planted_copies.py's EDITS
+(wrapped, prefixed, re-cased, a word dropped or changed, in markup, ...). Recall is the share of the planted copies
+flagged; "same verdicts" says whether every prompt's verdict (its item, kind and scores) equals containment's.
 
-    python benchmarks/decontamination.py            # 3 repeats, scaling to 1M prompts
+The three candidate searches, each followed by _ItemIndex's exact check (so they can only lose hits, never add any):
+* containment: the inverted index over each item's rarest n-grams, which provably proposes every item that can pass;
+* lsh-jaccard: datasketch MinHashLSH over the items' word 3-gram sets, queried with each prompt's MinHash. It
+  estimates Jaccard, which a long wrapper divides down, so its threshold must sit below the smallest Jaccard of a
+  true hit (LSH_JACCARD_THRESHOLD, chosen as the highest that keeps the verdicts on the planted copies);
+* lsh-ensemble: datasketch MinHashLSHEnsemble, the LSH for containment, over the prompts' n-gram sets (it answers
+  |query & set| / |query|, so the items are the queries), LSH_ENSEMBLE_THRESHOLD likewise.
+
+Each measurement runs in its own process (its peak RSS is its own, its corpus drawn inside it and not timed); at the
+paper's size the three alternate for --repeats rounds and the figures are medians; the scaling steps run once each.
+
+    python benchmarks/decontamination.py            # 15k prompts, 3 rounds; then the paper's 60k once
+    python benchmarks/decontamination.py --large    # scaling steps 60k, 240k and 1M prompts (an hour and more)
+    python benchmarks/decontamination.py --steps 240000 --sides lsh-jaccard   # steps and sides of your choice
     python benchmarks/decontamination.py --smoke    # one small pass of each, to prove the script runs
 
-The MinHash side needs `datasketch` (pip install datasketch); it is not a dependency of the package.
+The LSH sides need `datasketch` (pip install datasketch); it is not a dependency of the package.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
-import random
 import resource
 import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pandas as pd
 
-VOCABULARY = 5000
-WRAPPER = "Below is an instruction. Solve it, answer with the final result only.\n\n{item}\n\nThink step by step."
+sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
+
+from dataflex_rl.benchmarks.registry import get_source  # noqa: E402
+from dataflex_rl.benchmarks.sources import generate_items  # noqa: E402
+from dataflex_rl.decontam import _grams, _ItemIndex, _normal_forms  # noqa: E402
+from planted_copies import EDITS, PROCEDURAL_SOURCES, planted, procedural_items, real_items  # noqa: E402
+
+THRESHOLD = 0.8  # the default study's containment threshold
+NUM_PERM = 128
+LSH_JACCARD_THRESHOLD = 0.03  # 0.05 (32 bands of 1 row) already loses a planted copy, 0.1 thirteen
+LSH_ENSEMBLE_THRESHOLD = 0.5  # 0.6 loses five planted copies, 0.8 sixty-three
+SIDES = ("containment", "lsh-jaccard", "lsh-ensemble")
 
 
-def _text(rng: random.Random) -> str:
-    words = [f"w{rng.randrange(VOCABULARY)}" if rng.random() < 0.85 else str(rng.randrange(1000))
-             for _ in range(rng.randrange(15, 60))]
-    return " ".join(words) + "?"
+def benchmark_items() -> pd.DataFrame:
+    return pd.concat([real_items(), procedural_items(250)], ignore_index=True)
 
 
-def synthetic(n_prompts: int, n_items: int, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(corpus, benchmark items): every tenth prompt holds an item, wrapped."""
-    rng = random.Random(seed)
-    items = [_text(rng) for _ in range(n_items)]
-    prompts = [WRAPPER.format(item=rng.choice(items)) if k % 10 == 0 else _text(rng) for k in range(n_prompts)]
-    corpus = pd.DataFrame({"id": [f"p{k}" for k in range(n_prompts)], "domain": "math", "source": "synthetic",
-                           "prompt": prompts, "answer": "0", "answer_format": "int"})
-    benchmarks = pd.DataFrame({"benchmark": "synthetic", "id": [f"b{k}" for k in range(n_items)], "prompt": items,
-                               "answer": "0", "domain": "math"})
-    return corpus, benchmarks
+def corpus(n_prompts: int, items: pd.DataFrame, seed: int = 1) -> pd.DataFrame:
+    """N generator prompts, then one planted copy of each item (source "planted")."""
+    per_source = -(-n_prompts // len(PROCEDURAL_SOURCES))
+    drawn = [row["prompt"] for name in PROCEDURAL_SOURCES
+             for row in generate_items(get_source(name), per_source, seed, "train")][:n_prompts]
+    kinds = list(EDITS)
+    copies = pd.concat([planted(items.iloc[k::len(kinds)], kind) for k, kind in enumerate(kinds)], ignore_index=True)
+    return pd.DataFrame({"prompt": drawn + copies["prompt"].tolist(),
+                         "planted": [False] * len(drawn) + [True] * len(copies)})
 
 
-def minhash_jaccard(corpus: pd.DataFrame, benchmarks: pd.DataFrame, threshold: float = 0.8,
-                    num_perm: int = 128) -> int:
-    """The replaced detector, for comparison: MinHash-LSH over word 3-gram shingles proposes pairs, and a pair counts
-    when the exact Jaccard of the shingle sets reaches the threshold and the number multisets agree. Returns the number
-    of prompts flagged."""
-    from datasketch import MinHash, MinHashLSH
-
-    from dataflex_rl.decontam import normalize_text
-
-    def shingles(text: str) -> set[bytes]:
-        words = normalize_text(text).split()
-        return {" ".join(words[i:i + 3]).encode() for i in range(max(len(words) - 2, 1))}
-
-    def numbers(text: str) -> list[str]:
-        return sorted(w for w in normalize_text(text).split() if w.replace(".", "", 1).isdigit())
-
-    def signature(grams: set[bytes]) -> MinHash:
-        minhash = MinHash(num_perm=num_perm, seed=1)
-        minhash.update_batch(list(grams))
-        return minhash
-
-    lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
-    items = [shingles(t) for t in benchmarks["prompt"]]
-    item_numbers = [numbers(t) for t in benchmarks["prompt"]]
-    for j, grams in enumerate(items):
-        lsh.insert(j, signature(grams))
-    flagged = 0
-    for text in corpus["prompt"]:
-        grams = shingles(text)
-        flagged += any(len(grams & items[j]) / len(grams | items[j]) >= threshold and item_numbers[j] == numbers(text)
-                       for j in lsh.query(signature(grams)))
-    return flagged
+def _grams_of(prompt: str) -> frozenset[str]:
+    return _grams(_normal_forms(prompt)[1])
 
 
-def _measure(side: str, n_prompts: int, n_items: int) -> dict:
-    from dataflex_rl.decontam import decontaminate
+class _JaccardLSHIndex(_ItemIndex):
+    """Candidates: the items whose MinHash shares a band with the prompt's (MinHashLSH over the items)."""
 
-    corpus, benchmarks = synthetic(n_prompts, n_items)
+    def __init__(self, prompts, threshold):
+        from datasketch import MinHash, MinHashLSH
+        super().__init__(prompts, threshold)
+        self._permutations = MinHash(num_perm=NUM_PERM, seed=1).permutations
+        self._lsh = MinHashLSH(threshold=LSH_JACCARD_THRESHOLD, num_perm=NUM_PERM)
+        for j, grams in enumerate(self.grams):
+            if grams:
+                self._lsh.insert(j, self._signature(grams))
+
+    def _signature(self, grams):
+        from datasketch import MinHash
+        signature = MinHash(num_perm=NUM_PERM, permutations=self._permutations, scheme="affine32")
+        signature.update_batch([g.encode() for g in grams])
+        return signature
+
+    def _candidates(self, grams):
+        return sorted(self._lsh.query(self._signature(grams))) if grams else []
+
+
+class _EnsembleLSHIndex(_ItemIndex):
+    """Candidates: the items whose MinHash, as a query, finds the prompt in a MinHashLSHEnsemble over the prompts."""
+
+    def __init__(self, prompts, threshold):
+        super().__init__(prompts, threshold)
+        self._proposed: dict[frozenset[str], set[int]] = {}
+
+    def propose(self, prompt_grams: list[frozenset[str]]) -> None:
+        from datasketch import MinHash, MinHashLSHEnsemble
+        keyed = [grams for grams in prompt_grams if grams]
+        signatures = MinHash.bulk([[g.encode() for g in grams] for grams in keyed], num_perm=NUM_PERM, seed=1)
+        ensemble = MinHashLSHEnsemble(threshold=LSH_ENSEMBLE_THRESHOLD, num_perm=NUM_PERM, num_part=16)
+        ensemble.index((k, signature, len(grams)) for k, (signature, grams) in enumerate(zip(signatures, keyed)))
+        item_signatures = MinHash.bulk([[g.encode() for g in grams] for grams in self.grams], num_perm=NUM_PERM,
+                                       seed=1)
+        for j, (signature, grams) in enumerate(zip(item_signatures, self.grams)):
+            if grams:
+                for k in ensemble.query(signature, len(grams)):
+                    self._proposed.setdefault(keyed[k], set()).add(j)
+
+    def _candidates(self, grams):
+        return sorted(self._proposed.get(grams, ()))
+
+
+def _measure(side: str, n_prompts: int) -> dict:
+    items = benchmark_items()
+    rows = corpus(n_prompts, items)
+    prompts = rows["prompt"].tolist()
     start = time.perf_counter()
-    if side == "containment":
-        flagged = decontaminate(corpus, benchmarks)[1]["counts"]["removed"]
-    else:
-        flagged = minhash_jaccard(corpus, benchmarks)
-    return {"side": side, "prompts": n_prompts, "items": n_items, "seconds": time.perf_counter() - start,
-            "flagged": flagged, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    cpu = time.process_time()
+    index = {"containment": _ItemIndex, "lsh-jaccard": _JaccardLSHIndex,
+             "lsh-ensemble": _EnsembleLSHIndex}[side](items["prompt"].tolist(), THRESHOLD)
+    if side == "lsh-ensemble":
+        index.propose([_grams_of(p) for p in prompts])
+    verdicts = [index.match(p) for p in prompts]
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    flagged = [v is not None for v in verdicts]
+    planted_flags = [f for f, is_planted in zip(flagged, rows["planted"]) if is_planted]
+    return {"side": side, "prompts": len(prompts), "items": len(items), "seconds": seconds, "cpu": cpu,
+            "flagged": sum(flagged), "planted": len(planted_flags), "planted_flagged": sum(planted_flags),
+            "verdicts": hashlib.sha256(repr(verdicts).encode()).hexdigest(),
+            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
-def _run(side: str, n_prompts: int, n_items: int) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--worker", side, str(n_prompts), str(n_items)],
+def _run(side: str, n_prompts: int) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--worker", side, str(n_prompts)],
                          check=True, capture_output=True, text=True).stdout
     return json.loads(out)
+
+
+def _row(label: str, m: dict, reference: dict) -> str:
+    return (f"| {label} | {m['seconds']:.2f} | {1e6 * m['seconds'] / m['prompts']:.0f} | {m['peak_rss_mib']:.0f} | "
+            f"{m['planted_flagged']}/{m['planted']} ({m['planted_flagged'] / m['planted']:.3f}) | {m['flagged']} | "
+            f"{'yes' if m['verdicts'] == reference['verdicts'] else 'NO'} |")
+
+
+HEADER = ("| {first} | seconds | µs per prompt | peak RSS (MiB) | planted copies flagged (recall) | prompts flagged | "
+          "same verdicts as containment |\n|---|---|---|---|---|---|---|")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="one small pass of each measurement")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--large", action="store_true", help="scaling steps up to 1M prompts")
+    parser.add_argument("--repeats", type=int, default=3, help="rounds of the side-by-side run (0: none)")
+    parser.add_argument("--steps", type=lambda text: [int(n) for n in text.split(",")],
+                        help="the scaling steps' prompt counts, comma-separated (instead of the default's or --large's)")
+    parser.add_argument("--sides", type=lambda text: text.split(","), default=list(SIDES),
+                        help=f"the candidate searches of the scaling steps, comma-separated (of {', '.join(SIDES)})")
+    parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        side, n_prompts, n_items = args.worker
-        print(json.dumps(_measure(side, int(n_prompts), int(n_items))))
+        side, n_prompts = args.worker
+        print(json.dumps(_measure(side, int(n_prompts))))
         return
 
-    n_prompts, n_items, repeats = (2000, 500, 1) if args.smoke else (15_000, 5_000, args.repeats)
-    steps = [2000, 8000] if args.smoke else [15_000, 62_500, 250_000, 1_000_000]
-    runs: dict[str, list[dict]] = {"containment": [], "minhash": []}
-    for r in range(repeats):
-        for side in (["containment", "minhash"] if r % 2 == 0 else ["minhash", "containment"]):
-            runs[side].append(_run(side, n_prompts, n_items))
-    print(f"{n_prompts} prompts x {n_items} items, median of {repeats} (alternating):")
-    print(f"| detector | seconds | peak RSS (MiB) | prompts flagged (of {n_prompts // 10} planted) |")
-    print("|---|---|---|---|")
-    for side, measured in runs.items():
-        print(f"| {side} | {statistics.median(m['seconds'] for m in measured):.2f} | "
-              f"{statistics.median(m['peak_rss_mib'] for m in measured):.0f} | {measured[0]['flagged']} |")
-    ratio = statistics.median(m["seconds"] for m in runs["minhash"]) / statistics.median(
-        m["seconds"] for m in runs["containment"])
-    print(f"containment is {ratio:.1f}x as fast as MinHash-LSH\n")
-    print(f"containment detector, {n_items} items, one run per step:")
-    print("| prompts | seconds | prompts per second | peak RSS (MiB) |")
-    print("|---|---|---|---|")
+    n_prompts, repeats = (2000, 1) if args.smoke else (15_000, args.repeats)
+    steps = [8000] if args.smoke else args.steps or [60_000] + ([240_000, 1_000_000] if args.large else [])
+    if repeats:
+        _side_by_side(n_prompts, repeats)
+    print("\nscaling, one run per step and side:")
+    print(HEADER.format(first="prompts drawn, side"))
     for n in steps:
-        m = _run("containment", n, n_items)
-        print(f"| {n:,} | {m['seconds']:.2f} | {n / m['seconds']:,.0f} | {m['peak_rss_mib']:.0f} |")
+        reference = _run("containment", n)
+        print(_row(f"{n:,}, containment", reference, reference), flush=True)
+        for side in SIDES[1:]:
+            if side in args.sides:
+                print(_row(f"{n:,}, {side}", _run(side, n), reference), flush=True)
 
+
+def _side_by_side(n_prompts: int, repeats: int) -> None:
+    """The three searches in rotating order for `repeats` rounds: medians and their ratios to containment."""
+    runs: dict[str, list[dict]] = {side: [] for side in SIDES}
+    for r in range(repeats):
+        for side in SIDES[r % len(SIDES):] + SIDES[:r % len(SIDES)]:
+            runs[side].append(_run(side, n_prompts))
+    median = {side: {**measured[0], **{key: statistics.median(m[key] for m in measured)
+                                       for key in ("seconds", "cpu", "peak_rss_mib")}}
+              for side, measured in runs.items()}
+    first = median["containment"]
+    print(f"{first['prompts']:,} prompts ({n_prompts:,} drawn + {first['planted']:,} planted) x {first['items']:,} "
+          f"items, median of {repeats} rounds (rotating order); LSH: {NUM_PERM} permutations, Jaccard threshold "
+          f"{LSH_JACCARD_THRESHOLD}, ensemble containment threshold {LSH_ENSEMBLE_THRESHOLD}")
+    print(HEADER.format(first="candidate search"))
+    for side in SIDES:
+        print(_row(side, median[side], first))
+    for side in SIDES[1:]:
+        print(f"{side} / containment: time x {median[side]['seconds'] / first['seconds']:.2f}, "
+              f"CPU x {median[side]['cpu'] / first['cpu']:.2f}, peak RSS x "
+              f"{median[side]['peak_rss_mib'] / first['peak_rss_mib']:.2f}")
 
 if __name__ == "__main__":
     main()

@@ -207,7 +207,7 @@ class _ItemIndex:
         sequence = list(map(" ".join, zip(*(words[i:] for i in range(NGRAM)))))
         grams = frozenset(sequence)
         best = None
-        for j in sorted({j for g in grams for j in self.postings.get(g, ())}):
+        for j in self._candidates(grams):
             if len(grams & self.grams[j]) < self._needed(j):
                 continue
             shared, start, stop = self._aligned(words, sequence, j)
@@ -219,6 +219,11 @@ class _ItemIndex:
                     jaccard = len(grams & self.grams[j]) / len(grams | self.grams[j])
                     best = (j, "contained" if containment == 1 else "near", containment, jaccard)
         return best
+
+    def _candidates(self, grams: frozenset[str]) -> list[int]:
+        """The items a prompt of these n-grams may contain, in order: those with a prefix n-gram among them (any other
+        item shares too few of its n-grams with the prompt). benchmarks/decontamination.py puts MinHash-LSH here."""
+        return sorted({j for g in grams for j in self.postings.get(g, ())})
 
     def _same_problem(self, j: int, span: list[str]) -> bool:
         """Whether the prompt's words where item j sits pose item j's problem, not a template sibling's: the same

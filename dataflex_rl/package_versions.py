@@ -7,7 +7,7 @@ import json
 from importlib import metadata
 from typing import Iterable
 
-PROVENANCE_PACKAGES = ("torch", "transformers", "dataflex-rl", "reasoning-gym", "math-verify", "datasketch")
+PROVENANCE_PACKAGES = ("torch", "transformers", "dataflex-rl", "reasoning-gym", "math-verify")
 
 
 def package_versions(packages: Iterable[str] = PROVENANCE_PACKAGES) -> str:

@@ -19,7 +19,7 @@ def test_package_versions_are_compact_json_from_the_installed_distributions():
                               separators=(",", ":"))
     assert " " not in package_versions()
     assert set(json.loads(package_versions())) == {"torch", "transformers", "dataflex-rl", "reasoning-gym",
-                                                   "math-verify", "datasketch"}
+                                                   "math-verify"}
 
 
 def _items(correct):
