@@ -31,14 +31,10 @@ from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.regimes.catalogue import REGIMES, regime_params
 from dataflex_rl.sections import filled
 from dataflex_rl.tasks.prompting import DEFAULT_TEMPLATE
-from dataflex_rl.tasks.quarantine_gate import MAX_QUARANTINE_FRACTION
+from dataflex_rl.tasks.validation_settings import ValidationSettings
 
 # Training settings that cannot change a run's result (a checkpointed, resumed run is bit-identical).
 RESULT_NEUTRAL_TRAINING = ("checkpoint_every",)
-# Data-validation settings that cannot change a result, only stop the study: the token caps, checked by the jobs that
-# tokenize, pass texts within them unchanged and stop the job on one over them; the quarantine threshold is held by the
-# quarantine gate against the counts its data job wrote (the character caps quarantine rows: they are in the slices).
-VALIDATION_GATES = ("max_prompt_tokens", "max_answer_tokens", "max_quarantine_fraction")
 
 
 @dataclass(frozen=True)
@@ -285,15 +281,10 @@ def _flat(prefix: str, value: Any) -> dict[str, Any]:
     return {prefix: _canonical(value)}
 
 
-def row_checks(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """A `data_validation` section less its gates (VALIDATION_GATES): the row checks a corpus or benchmark build
-    applies, and the only part of the section its params carry."""
-    return {key: value for key, value in settings.items() if key not in VALIDATION_GATES}
-
-
-def _validation(section: str, settings: Mapping[str, Any]) -> dict[str, Any]:
-    """The flat slice entries of a `data_validation` section, less its gates."""
-    return _flat(f"data_validation.{section}", row_checks(settings))
+def _validation(section: str, settings: ValidationSettings) -> dict[str, Any]:
+    """The flat slice entries of a `data_validation` section: its row checks that differ from their defaults (the
+    gates change no artefact: dataflex_rl.tasks.validation_settings)."""
+    return _flat(f"data_validation.{section}", settings.row_checks())
 
 
 def _memoised(method):
@@ -328,7 +319,7 @@ class Study:
     decontamination: DecontaminationSettings
     calibration: CalibrationSettings
     stats: StatsSettings
-    data_validation: Mapping[str, Any]
+    data_validation: Mapping[str, ValidationSettings]  # by section: corpus, benchmarks
     regimes: Mapping[str, RegimeSpec] = field(default_factory=dict)
     campaigns: tuple[Campaign, ...] = ()
     records_file: str | None = None
@@ -360,8 +351,9 @@ class Study:
             calibration=filled(CalibrationSettings, config.get("calibration")),
             stats=filled(StatsSettings, {k: tuple(v) if isinstance(v, list) else v
                                           for k, v in (config.get("stats") or {}).items()}),
-            data_validation={"corpus": _canonical((config.get("data_validation") or {}).get("corpus") or {}),
-                             "benchmarks": _canonical((config.get("data_validation") or {}).get("benchmarks") or {})},
+            data_validation={section: ValidationSettings.for_section(section, (config.get("data_validation") or {})
+                                                                     .get(section))
+                             for section in ("corpus", "benchmarks")},
             regimes={name: _regime(name, entry) for name, entry in (config.get("regimes") or {}).items()},
             campaigns=_campaigns(config),
             records_file=config.get("records_file"),
@@ -418,8 +410,8 @@ class Study:
                                   if self.regimes[regime].needs_solve_rates))
 
     def max_quarantine_fraction(self, section: str) -> float:
-        """The quarantine gate's threshold for `section` ("corpus" or "benchmarks"): configured, or its default."""
-        return self.data_validation[section].get("max_quarantine_fraction", MAX_QUARANTINE_FRACTION[section])
+        """The quarantine gate's threshold for `section` ("corpus" or "benchmarks")."""
+        return self.data_validation[section].max_quarantine_fraction
 
     def controls(self) -> dict[str, str]:
         return {name: m.control for name, m in self.methods.items() if m.control}

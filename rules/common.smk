@@ -21,7 +21,7 @@ from dataflex_rl.provenance import fingerprint
 from dataflex_rl.readable import parquet_problem, record_problem, settings_problem
 from dataflex_rl.report.outputs import figure_paths, table_paths
 from dataflex_rl.slurm_nodes import cluster_nodes, node_fit_errors
-from dataflex_rl.study import Study, row_checks
+from dataflex_rl.study import Study
 from dataflex_rl.tasks.token_caps import answer_token_cap
 from dataflex_rl.tasks.training_fit import TRAINING_ANSWERS, prompt_token_cap
 
@@ -161,14 +161,14 @@ def prompt_cap(wildcards, output):
     A gate, not a setting of the result (a corpus within it trains exactly as before): a function of `output` is a
     derived param, which Snakemake leaves out of its params rerun trigger."""
     spec = STUDY.models[wildcards.model]
-    configured = STUDY.data_validation["corpus"].get("max_prompt_tokens")
+    configured = STUDY.data_validation["corpus"].max_prompt_tokens
     return prompt_token_cap(f"models.{spec.name}", spec.settings, STUDY.training.max_new_tokens, configured)
 
 
 def answer_cap(wildcards, output):
     """The longest gold answer, in tokens, the model's base build accepts (a gate, a derived param: as `prompt_cap`)."""
     spec = STUDY.models[wildcards.model]
-    configured = STUDY.data_validation["corpus"].get("max_answer_tokens")
+    configured = STUDY.data_validation["corpus"].max_answer_tokens
     return answer_token_cap(TRAINING_ANSWERS, f"models.{spec.name}", spec.settings, configured)
 
 
