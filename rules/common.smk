@@ -9,7 +9,7 @@ from dataflex_rl import layout
 from dataflex_rl.backends.base import get_backend
 from dataflex_rl.benchmarks.paths import benchmark_paths
 from dataflex_rl.benchmarks.registry import registry_order
-from dataflex_rl.config_checks import config_errors, resource_errors
+from dataflex_rl.config_checks import resource_errors, shape_errors, study_errors
 from dataflex_rl.config_yaml import config_yaml_errors
 from dataflex_rl.evaluate.benchmark_fit import benchmark_token_caps
 from dataflex_rl.gates import pending as pending_gates
@@ -31,14 +31,16 @@ from dataflex_rl.tasks.training_fit import TRAINING_ANSWERS, prompt_token_cap
 # relative to the working directory (--directory).
 _SCHEMA = yaml.safe_load((Path(workflow.basedir) / "config/schema.yaml").read_text())
 _errors = [error for path in workflow.configfiles for error in config_yaml_errors(path)]
-_errors = _errors or config_errors(config, _SCHEMA, Path.cwd())
+_errors = _errors or shape_errors(config, _SCHEMA)
+# The study, resolved once (dataflex_rl/study.py): every default, every job's settings slice. No rule, script or
+# check reads `config` for a setting: each job gets its slice as a `params:` value, so Snakemake reruns exactly what it
+# changes.
+STUDY = None if _errors else Study.from_config(config)
+_errors = _errors or study_errors(STUDY, Path.cwd())
 if _errors:
     raise ValueError(f"invalid configuration ({len(_errors)} problem(s)):\n  - " + "\n  - ".join(_errors))
 validate(config, schema="../config/schema.yaml")
-
-# The study, resolved once (dataflex_rl/study.py): every default, every job's settings slice. No rule or script reads
-# `config` for a setting: each job gets its slice as a `params:` value, so Snakemake reruns exactly what it changes.
-STUDY = Study.from_config(config, input_digests(config, Path.cwd()))
+STUDY = STUDY.with_input_digests(input_digests(STUDY, Path.cwd()))
 RUNS = STUDY.runs
 MODELS = list(STUDY.models)
 BENCHMARKS = registry_order(STUDY.benchmarks.names)  # a reordered benchmarks.names changes no job
@@ -444,7 +446,7 @@ def rule_resources(name):
 def cluster_fit_errors(resources):
     """Jobs meant for Slurm (their resources name a slurm_partition) that no node of the cluster `sinfo` answers for
     can run (slurm_nodes); nothing where the study gives cluster.partitions itself or sinfo does not answer."""
-    if (config.get("cluster") or {}).get("partitions") or not any("slurm_partition" in r for r in resources.values()):
+    if STUDY.partitions or not any("slurm_partition" in r for r in resources.values()):
         return []
     nodes = cluster_nodes()
     return node_fit_errors(resources, nodes) if nodes else []
@@ -455,9 +457,9 @@ def check_resources_and_summarise():
     jobs = planned_jobs(STUDY)
     resources = {rule: rule_resources(rule) for rule, count in jobs.items() if count}
     errors = (
-        [] if STUDY.records_file else resource_errors(config, resources, Path.cwd()) + cluster_fit_errors(resources)
+        [] if STUDY.records_file else resource_errors(STUDY, resources, Path.cwd()) + cluster_fit_errors(resources)
     )
     if errors:
         raise ValueError(f"invalid resources ({len(errors)} problem(s)):\n  - " + "\n  - ".join(errors))
-    summary = matrix_summary(STUDY, config, jobs, resources, HUB_BENCHMARKS, model_notes(STUDY, Path.cwd()))
+    summary = matrix_summary(STUDY, jobs, resources, HUB_BENCHMARKS, model_notes(STUDY, Path.cwd()))
     print(summary, file=sys.stderr)
