@@ -287,10 +287,9 @@ class Study:
     input_digests: Mapping[str, str | None] = field(default_factory=dict)
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any], input_digests: Mapping[str, str | None] | None = None) -> "Study":
-        """The study of a config that passed `config_checks.shape_errors`; `input_digests`: its input files' contents
-        (dataflex_rl.input_digests.input_digests; the workflow adds them with `with_input_digests`, so that a replaced
-        file replans what reads it)."""
+    def from_config(cls, config: Mapping[str, Any]) -> "Study":
+        """The study of a config that passed `config_checks.shape_errors`, without its input files' digests (the
+        workflow adds them: `with_input_digests`)."""
         bench = config["benchmarks"]
         corpus = config["corpus"]
         declared = {name: ModelSpec.from_entry(name, entry) for name, entry in config["models"].items()}
@@ -321,11 +320,11 @@ class Study:
             declared_models=declared,
             partitions={name: filled(PartitionLimits, limits)
                         for name, limits in ((config.get("cluster") or {}).get("partitions") or {}).items()},
-            input_digests=dict(input_digests or {}),
         )
 
     def with_input_digests(self, input_digests: Mapping[str, str | None]) -> "Study":
-        """The study with its input files' digests (dataflex_rl.input_digests.input_digests)."""
+        """The study with its input files' contents (dataflex_rl.input_digests.input_digests), so that a replaced file
+        replans what reads it."""
         return replace(self, input_digests=dict(input_digests))
 
     def methods_trained_on(self, model: str) -> dict[str, MethodSpec]:

@@ -456,9 +456,7 @@ def check_resources_and_summarise():
     """Refuse resource requests that cannot run (config_checks.resource_errors), then print the matrix summary."""
     jobs = planned_jobs(STUDY)
     resources = {rule: rule_resources(rule) for rule, count in jobs.items() if count}
-    errors = (
-        [] if STUDY.records_file else resource_errors(STUDY, resources, Path.cwd()) + cluster_fit_errors(resources)
-    )
+    errors = [] if STUDY.records_file else resource_errors(STUDY, resources, Path.cwd()) + cluster_fit_errors(resources)
     if errors:
         raise ValueError(f"invalid resources ({len(errors)} problem(s)):\n  - " + "\n  - ".join(errors))
     summary = matrix_summary(STUDY, jobs, resources, HUB_BENCHMARKS, model_notes(STUDY, Path.cwd()))
