@@ -158,7 +158,7 @@ def shape_errors(config: Mapping[str, Any], schema: Mapping[str, Any]) -> list[s
 
 
 def config_errors(config: Mapping[str, Any], schema: Mapping[str, Any], workdir: str | Path = ".") -> list[str]:
-    """The raw config's shape errors, or — for a config of the right shape — its study's (which rely on that shape)."""
+    """The raw config's shape errors, or — for a config of the right shape — its study's (which rely on it)."""
     return shape_errors(config, schema) or study_errors(Study.from_config(config), workdir)
 
 

@@ -130,7 +130,8 @@ def matrix_summary(study: Study, jobs: Mapping[str, int],
                  + "; ".join(f"{b}: {', '.join(ms)}" for b, ms in sorted(by_backend.items())))
     lines += [f"  {note}" for note in models]
     for backend in sorted(by_backend):
-        lines += [f"  {backend} {line}" for line in get_backend(backend).job_commands(study.training, study.evaluation, resources)]
+        lines += [f"  {backend} {line}"
+                  for line in get_backend(backend).job_commands(study.training, study.evaluation, resources)]
     lines.append("  methods:    policy      family       control          params")
     lines += _methods_table(study)
     lines.append(f"  benchmarks ({len(study.benchmarks.names)}): {_benchmarks_line(study)}")

@@ -11,11 +11,12 @@ import pytest
 import torch
 import yaml
 
-from dataflex_rl.config_checks import method_errors, resource_errors, study_errors
+from dataflex_rl.config_checks import method_errors, resource_errors, shape_errors, study_errors, training_errors
 from dataflex_rl.policies import build_mixture, build_response_policy, list_policies, registry
 from dataflex_rl.policies.batch import GroupBatch
 from dataflex_rl.policies.catalogue import CATALOGUE, OPTIONS, Param, PolicySpec, rounded_count, solve_rates
 from dataflex_rl.policies.selection import _count, difficulty_band
+from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.study import Study
 
 REPO = Path(__file__).resolve().parents[1]
@@ -217,6 +218,30 @@ def test_hub_fallback_allows_a_missing_file_but_never_an_empty_one(tmp_path):
     (tmp_path / "gpqa.jsonl").write_text('{"question": "q", "answer": "A"}\n')
     config["benchmarks"]["hub_fallback"] = False
     assert study_errors(Study.from_config(config), tmp_path) == []
+
+
+def test_a_checkpoint_interval_past_the_last_step_is_refused_unless_it_is_the_default():
+    """Writing the default interval out is leaving it out: a short run keeps it (it checkpoints at its end)."""
+    config = copy.deepcopy(SMOKE)
+    assert config["training"]["steps"] < GRPOSettings.checkpoint_every
+    assert training_errors(Study.from_config(config)) == []
+    config["training"]["checkpoint_every"] = GRPOSettings.checkpoint_every
+    assert training_errors(Study.from_config(config)) == []
+    config["training"]["checkpoint_every"] = 10
+    assert training_errors(Study.from_config(config)) == [
+        f"training.checkpoint_every: 10 > training.steps {config['training']['steps']}: the run would never "
+        f"checkpoint, so a preempted or failed job restarts from step 0; set it ≤ {config['training']['steps']}"]
+
+
+def test_unknown_policies_and_transforms_are_refused_before_the_study_is_resolved():
+    schema = yaml.safe_load((REPO / "config/schema.yaml").read_text())
+    config = _config(typo={"policy": "topkk"})
+    config["regimes"] = {"noisy": {"transform": "label_nosie", "fraction": 0.2}}
+    assert shape_errors(config, schema) == [
+        f"methods.typo.policy: unknown policy 'topkk'; did you mean 'topk'? (known: {', '.join(sorted(CATALOGUE))})",
+        "regimes.noisy: unknown transform 'label_nosie'; did you mean 'label_noise'? (known: label_noise, subset, "
+        "noisy_rewards, unbalanced, low_utility)"]
+    assert shape_errors(SMOKE, schema) == []
 
 
 def test_resource_errors_for_verl_batches_cpus_and_partitions():
