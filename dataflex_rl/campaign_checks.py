@@ -1,4 +1,4 @@
-"""Dry-run checks of a config's `regimes` and `campaigns` (docs/refusals.md): every name a campaign lists must be
+"""Dry-run checks of a study's `regimes` and `campaigns` (docs/refusals.md): every name a campaign lists must be
 declared, each method must take part in a comparison within its campaign (its control trains there, or it is the
 control of a method that does: the mixer campaign's static reference), a regime name must not collide with the
 run paths' own words, and an unbalanced pool must keep the validation prompts its prompt selections draw."""
@@ -11,11 +11,19 @@ from typing import Any, Mapping, Sequence
 from dataflex_rl.corpus_bound import domain_rows_bound
 from dataflex_rl.layout import FULL_DATA, UNTRAINED
 from dataflex_rl.policies.catalogue import CATALOGUE
-from dataflex_rl.regimes.catalogue import regime_errors, regime_params
+from dataflex_rl.regimes.catalogue import REGIMES, regime_errors
 from dataflex_rl.regimes.shares import pool_sizes_at_share
+from dataflex_rl.study import Campaign, RegimeSpec, Study
 from dataflex_rl.suggest import did_you_mean
 
 _RESERVED_REGIMES = (FULL_DATA, UNTRAINED)
+
+
+def transform_errors(regimes: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """A config's regimes whose transform is not in the registry (dataflex_rl.regimes): the study cannot be resolved
+    without it, so the config's shape check holds it."""
+    return [f"regimes.{name}: {problem}" for name, entry in regimes.items() if entry["transform"] not in REGIMES
+            for problem in regime_errors(entry["transform"], {}, ())]
 
 
 def _unknown(key: str, listed, declared: Mapping, what: str, extra=()) -> list[str]:
@@ -24,30 +32,29 @@ def _unknown(key: str, listed, declared: Mapping, what: str, extra=()) -> list[s
             f"declare it or remove it from the list" for name in listed if name not in known]
 
 
-def _campaign_errors(name: str, entry: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:
-    key = f"campaigns.{name}"
-    regimes = config.get("regimes") or {}
-    errors = _unknown(f"{key}.models", entry.get("models", ()), config["models"], "a model of this study")
-    errors += _unknown(f"{key}.methods", entry.get("methods", ()), config["methods"], "a method of this study")
-    errors += _unknown(f"{key}.regimes", entry.get("regimes", ()), regimes, "a regime of this study", (FULL_DATA,))
-    methods = entry.get("methods", list(config["methods"]))
-    controls = {method: (config["methods"].get(method) or {}).get("control") for method in methods}
+def _campaign_errors(campaign: Campaign, study: Study) -> list[str]:
+    key = f"campaigns.{campaign.name}"
+    regimes = [FULL_DATA if regime is None else regime for regime in campaign.regimes]
+    errors = _unknown(f"{key}.models", campaign.models, study.declared_models, "a model of this study")
+    errors += _unknown(f"{key}.methods", campaign.methods, study.methods, "a method of this study")
+    errors += _unknown(f"{key}.regimes", regimes, study.regimes, "a regime of this study", (FULL_DATA,))
+    controls = {method: study.methods[method].control if method in study.methods else None
+                for method in campaign.methods}
     for method, control in controls.items():
-        if control and control not in methods and method not in controls.values():
+        if control and control not in campaign.methods and method not in controls.values():
             errors.append(f"{key}.methods: {method!r} is compared with its control {control!r}, which this campaign "
                           f"does not train, and no method here is compared with {method!r}; add {control!r} to "
                           f"the list")
     return errors
 
 
-def _validation_sizes(methods: Sequence[str], config: Mapping[str, Any]) -> dict[str, int]:
-    """The validation_size of each prompt-selection method among `methods` (catalogue default filled in)."""
+def _validation_sizes(campaign: Campaign, study: Study) -> dict[str, int]:
+    """The validation_size of each prompt-selection method the campaign trains (catalogue default filled in)."""
     sizes = {}
-    for method in methods:
-        entry = config["methods"].get(method) or {}
-        spec = CATALOGUE.get(entry.get("policy"))
-        if spec is not None and spec.family == "prompt_selection":
-            sizes[method] = spec.resolve(entry.get("params") or {})["validation_size"]
+    for method in campaign.methods:
+        spec = study.methods.get(method)
+        if spec is not None and CATALOGUE[spec.policy].family == "prompt_selection":
+            sizes[method] = spec.resolved_params()["validation_size"]
     return sizes
 
 
@@ -59,19 +66,18 @@ def _least_share(target: int, others: int, size: int) -> float:
     return share
 
 
-def _validation_pool_errors(name: str, entry: Mapping[str, Any], config: Mapping[str, Any], domains: Sequence[str],
-                            workdir: Path) -> list[str]:
+def _validation_pool_errors(campaign: Campaign, study: Study, workdir: Path) -> list[str]:
     """Every prompt selection holds out `validation_size` validation prompts drawn from the unbalanced pool's target
     domain only (prompt_selection.selector.RowLabels): a regime whose share keeps fewer target rows than that fails
     at train start. The bound is the corpus's most target rows (corpus_bound), so a refusal here is certain."""
-    sizes = _validation_sizes(entry.get("methods", list(config["methods"])), config)
+    sizes = _validation_sizes(campaign, study)
     errors = []
-    for regime in entry.get("regimes", ()) if sizes else ():
-        spec = (config.get("regimes") or {}).get(regime)
-        if not spec or spec["transform"] != "unbalanced" or regime_errors("unbalanced", regime_params(spec), domains):
+    for regime in campaign.regimes if sizes else ():
+        spec = study.regimes.get(regime)
+        if not spec or spec.transform != "unbalanced" or _regime_problems(spec, study.corpus.domains):
             continue
-        domain, share = spec["target_domain"], spec["share"]
-        bound = domain_rows_bound(config, workdir, domain)
+        domain, share = spec.params["target_domain"], spec.params["share"]
+        bound = domain_rows_bound(study.corpus, workdir, domain)
         if bound is None:
             continue  # a corpus file that cannot be counted: its own check names it
         target, others = bound
@@ -87,19 +93,25 @@ def _validation_pool_errors(name: str, entry: Mapping[str, Any], config: Mapping
             fixes += [f"lower methods.{method}.params.validation_size to at most {kept}"] if kept else []
             errors.append(f"regimes.{regime}.share: {share} keeps at most {kept} {domain} row(s) in the pool, fewer "
                           f"than the {size} validation prompts (validation_size) of methods.{method}, which "
-                          f"campaigns.{name} trains on it: a prompt selection draws its validation prompts from the "
-                          f"unbalanced pool's target domain only — " + ", or ".join(fixes))
+                          f"campaigns.{campaign.name} trains on it: a prompt selection draws its validation prompts "
+                          f"from the unbalanced pool's target domain only — " + ", or ".join(fixes))
     return errors
 
 
-def campaign_errors(config: Mapping[str, Any], domains: Sequence[str], workdir: Path = Path(".")) -> list[str]:
-    """Every problem of the config's regimes and campaigns; `domains`: the corpus's domains (an unbalanced regime's
-    target must be one of them); corpus files are counted under `workdir`."""
-    errors = [f"regimes.{name}: {problem}" for name, entry in (config.get("regimes") or {}).items()
-              for problem in regime_errors(entry["transform"], regime_params(entry), domains)]
+def _regime_problems(spec: RegimeSpec, domains: Sequence[str]) -> list[str]:
+    """A regime's parameter problems, as the config writes them; `domains`: the corpus's (an unbalanced regime's
+    target must be one of them)."""
+    return regime_errors(spec.transform, spec.written, domains)
+
+
+def campaign_errors(study: Study, workdir: Path = Path(".")) -> list[str]:
+    """Every problem of the study's regimes and campaigns; corpus files are counted under `workdir`."""
+    errors = [f"regimes.{name}: {problem}" for name, spec in study.regimes.items()
+              for problem in _regime_problems(spec, study.corpus.domains)]
     errors += [f"regimes.{name}: the name {name!r} is reserved ({FULL_DATA!r}: the clean corpus, {UNTRAINED!r}: the "
-              f"base model); rename the regime" for name in config.get("regimes") or {} if name in _RESERVED_REGIMES]
-    for name, entry in (config.get("campaigns") or {}).items():
-        errors += _campaign_errors(name, entry or {}, config)
-        errors += _validation_pool_errors(name, entry or {}, config, domains, workdir)
+               f"base model); rename the regime" for name in study.regimes if name in _RESERVED_REGIMES]
+    for campaign in study.campaigns:
+        if campaign.name is not None:
+            errors += _campaign_errors(campaign, study)
+            errors += _validation_pool_errors(campaign, study, workdir)
     return errors

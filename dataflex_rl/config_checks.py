@@ -1,11 +1,13 @@
 """Why a study config would fail — found at dry-run time, before any job starts.
 
-`config_errors` runs the JSON schema (config/schema.yaml) with messages that name the key, the bad value and the fix
-(a misspelt key gets a did-you-mean), then, on a config of the right shape, the checks a schema cannot express: names
-that must exist in the policy catalogue and the benchmark registry, parameter ranges and the joint constraints of a
-policy with the study's K rollouts, controls, files that must exist, and backend facts. `resource_errors` checks the
-rules' resource requests (profile and command line) against the backend and the configured cluster. docs/refusals.md
-lists every refusal. Nothing here imports torch.
+Two steps, so that the config is read once. `shape_errors` checks the raw config: the JSON schema
+(config/schema.yaml) with messages that name the key, the bad value and the fix (a misspelt key gets a did-you-mean),
+then the names a study is resolved from (each method's policy, each regime's transform). A config that passes it
+resolves to a `Study` (dataflex_rl.study), and `study_errors` checks that: the checks a schema cannot express — names
+that must exist in the benchmark registry, parameter ranges and the joint constraints of a policy with the study's K
+rollouts, controls, files that must exist, and backend facts. `config_errors` runs both. `resource_errors` checks the
+rules' resource requests (profile and command line) against the study's backends and cluster. docs/refusals.md lists
+every refusal. Nothing here imports torch.
 """
 from __future__ import annotations
 
@@ -16,8 +18,9 @@ from pathlib import Path
 from string import Formatter
 from typing import Any, Mapping
 
-from dataflex_rl.campaign_checks import campaign_errors
+from dataflex_rl.campaign_checks import campaign_errors, transform_errors
 from dataflex_rl.corpus_bound import corpus_rows_bound
+from dataflex_rl.methods import MethodSpec
 from dataflex_rl.suggest import did_you_mean, known as _known
 from dataflex_rl.policies.catalogue import CATALOGUE, StudyShape
 from dataflex_rl.backends.base import get_backend
@@ -27,10 +30,9 @@ from dataflex_rl.layout import UNTRAINED
 from dataflex_rl.prompt_selection.candidates import SelectionSize
 from dataflex_rl.readable import parquet_problem
 from dataflex_rl.recipe import GRPOSettings
-from dataflex_rl.sections import filled
 from dataflex_rl.slurm_nodes import partition_requests
 from dataflex_rl.step_draws import repeated_draw_problem
-from dataflex_rl.study import EvaluationSettings
+from dataflex_rl.study import Study
 from dataflex_rl.tasks.prompting import render_prompt
 from dataflex_rl.tasks.training_fit import prompt_token_cap
 
@@ -142,24 +144,29 @@ def schema_errors(config: Mapping[str, Any], schema: Mapping[str, Any]) -> list[
     return errors
 
 
+def policy_errors(methods: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """A method whose policy is not in the catalogue (the study cannot be resolved without it)."""
+    return [f"methods.{name}.policy: unknown policy {entry['policy']!r}{did_you_mean(entry['policy'], CATALOGUE)} "
+            f"(known: {_known(CATALOGUE)})" for name, entry in methods.items() if entry["policy"] not in CATALOGUE]
+
+
+def shape_errors(config: Mapping[str, Any], schema: Mapping[str, Any]) -> list[str]:
+    """What must hold of the raw config before it resolves to a Study: finite numbers, the schema, then the names the
+    study is resolved from."""
+    return (non_finite_errors(config) or schema_errors(config, schema)
+            or policy_errors(config["methods"]) + transform_errors(config.get("regimes") or {}))
+
+
 def config_errors(config: Mapping[str, Any], schema: Mapping[str, Any], workdir: str | Path = ".") -> list[str]:
-    """Schema errors, or — for a config of the right shape — the semantic ones (which rely on that shape)."""
-    return non_finite_errors(config) or schema_errors(config, schema) or semantic_errors(config, workdir)
+    """The raw config's shape errors, or — for a config of the right shape — its study's (which rely on it)."""
+    return shape_errors(config, schema) or study_errors(Study.from_config(config), workdir)
 
 
 # --- methods --------------------------------------------------------------------------------------------------------
 
-def corpus_domains(config: Mapping[str, Any]) -> tuple[str, ...]:
-    """The domains the training corpus draws from (its procedural sources' and its files' declared domains), in the
-    order the prompt stream and the mixtures see them (sorted)."""
-    domains = {REGISTRY[name].domain for name in config["corpus"]["sources"] if name in REGISTRY}
-    domains |= {entry["domain"] for entry in config["corpus"].get("files", []) if entry.get("domain")}
-    return tuple(sorted(domains))
-
-
-def _method_params_errors(name: str, entry: Mapping, shape: StudyShape) -> list[str]:
-    spec = CATALOGUE[entry["policy"]]
-    params = entry.get("params") or {}
+def _method_params_errors(method: MethodSpec, shape: StudyShape) -> list[str]:
+    spec = CATALOGUE[method.policy]
+    name, params = method.name, method.params
     accepted = spec.accepted()
     key = f"methods.{name}.params"
     errors = []
@@ -173,7 +180,7 @@ def _method_params_errors(name: str, entry: Mapping, shape: StudyShape) -> list[
             errors.append(f"{key}.{param}: {value!r} {problem}")
     if errors:
         return errors  # the joint checks below assume valid single values
-    if spec.family == "selection" and params.get("control", "none") != "random":
+    if spec.family == "selection" and method.resolved_params()["control"] != "random":
         errors += [f"{key}.{option}: {params[option]!r} is only meaningful with `control: random` (the matched-random "
                    f"control); add it or remove {option}" + (f" — {_KEY_HINTS['seed']}" if option == "seed" else "")
                    for option in ("control_scope", "seed") if option in params]
@@ -182,9 +189,9 @@ def _method_params_errors(name: str, entry: Mapping, shape: StudyShape) -> list[
     return errors
 
 
-def _control_errors(name: str, entry: Mapping, methods: Mapping[str, Mapping]) -> list[str]:
-    spec = CATALOGUE[entry["policy"]]
-    control = entry.get("control")
+def _control_errors(method: MethodSpec, methods: Mapping[str, MethodSpec]) -> list[str]:
+    spec = CATALOGUE[method.policy]
+    name, control = method.name, method.control
     key = f"methods.{name}.control"
     if control is None:
         if spec.requires_control:
@@ -200,31 +207,26 @@ def _control_errors(name: str, entry: Mapping, methods: Mapping[str, Mapping]) -
         return [f"{key}: {control!r} — {name!r} runs policy {spec.name!r}, the reference every other method is "
                 f"compared with; remove its control"]
     other = methods[control]
-    matched_random = (spec.family == "selection" and other["policy"] == spec.name
-                      and (other.get("params") or {}).get("control") == "random")
-    if other["policy"] not in spec.controls and not matched_random:
+    matched_random = (spec.family == "selection" and other.policy == spec.name
+                      and other.resolved_params()["control"] == "random")
+    if other.policy not in spec.controls and not matched_random:
         allowed = " or ".join(spec.controls) + (" (or its own matched-random control)" if spec.family == "selection"
                                                 else "")
-        return [f"{key}: {control!r} runs policy {other['policy']!r}; a {spec.family} method "
+        return [f"{key}: {control!r} runs policy {other.policy!r}; a {spec.family} method "
                 f"({spec.name}) is compared with a method whose policy is {allowed} (DESIGN.md: baseline, or static "
                 f"for mixtures) — change the control"]
     return []
 
 
-def method_errors(config: Mapping[str, Any]) -> list[str]:
-    methods = config["methods"]
-    shape = StudyShape(rollouts=config["training"]["rollouts"],
-                       prompts_per_step=config["training"]["prompts_per_step"], domains=corpus_domains(config))
+def method_errors(study: Study) -> list[str]:
+    shape = StudyShape(rollouts=study.training.rollouts, prompts_per_step=study.training.prompts_per_step,
+                       domains=study.corpus.domains)
     errors = []
-    for name, entry in methods.items():
+    for name, method in study.methods.items():
         if name == UNTRAINED:
             errors.append(f"methods.{name}: the name {UNTRAINED!r} is reserved for the base model; rename the method")
-        if entry["policy"] not in CATALOGUE:
-            errors.append(f"methods.{name}.policy: unknown policy {entry['policy']!r}"
-                          f"{did_you_mean(entry['policy'], CATALOGUE)} (known: {_known(CATALOGUE)})")
-            continue
-        errors += _method_params_errors(name, entry, shape)
-        errors += _control_errors(name, entry, methods)
+        errors += _method_params_errors(method, shape)
+        errors += _control_errors(method, study.methods)
     return errors
 
 
@@ -247,17 +249,16 @@ def _file_problem(path: Path) -> str | None:
     return None
 
 
-def data_errors(config: Mapping[str, Any], workdir: Path) -> list[str]:
+def data_errors(study: Study, workdir: Path) -> list[str]:
     """The corpus sources and benchmarks must be in the registry, and the benchmarks cover the three domains."""
     errors = []
-    for name in config["corpus"]["sources"]:
+    for name in study.corpus.sources:
         if name not in REGISTRY:
             errors.append(f"corpus.sources: unknown source {name!r}{did_you_mean(name, REGISTRY)} "
                           f"(known: {_known(n for n, b in REGISTRY.items() if b.procedural)})")
         elif not REGISTRY[name].procedural:
             errors.append(f"corpus.sources: {name!r} is a real benchmark, not a procedural training source; remove it")
-    bench = config["benchmarks"]
-    names = bench["names"]
+    names = study.benchmarks.names
     for name in names:
         if name not in REGISTRY:
             errors.append(f"benchmarks.names: unknown benchmark {name!r}{did_you_mean(name, REGISTRY)} "
@@ -266,14 +267,14 @@ def data_errors(config: Mapping[str, Any], workdir: Path) -> list[str]:
     if len(domains) < 3:
         errors.append(f"benchmarks.names: the domain-balanced summary (DB-12) needs math, logic and science "
                       f"benchmarks; found only {sorted(domains)} — add benchmarks of the missing domain(s)")
-    return errors + corpus_file_errors(config, workdir) + benchmark_file_errors(config, workdir)
+    return errors + corpus_file_errors(study, workdir) + benchmark_file_errors(study, workdir)
 
 
-def corpus_file_errors(config: Mapping[str, Any], workdir: Path) -> list[str]:
+def corpus_file_errors(study: Study, workdir: Path) -> list[str]:
     """A corpus file that is there must be a regular file (a missing one is Snakemake's missing input of rule
     `corpus`)."""
     return [f"corpus.files[{index}].path: {entry['path']!r} {NOT_REGULAR}; give the path of a JSONL or parquet file"
-            for index, entry in enumerate(config["corpus"].get("files") or [])
+            for index, entry in enumerate(study.corpus.files)
             if _file_problem(workdir / entry["path"]) == NOT_REGULAR]
 
 
@@ -286,15 +287,14 @@ def _file_fix(problem: str, n_files: int) -> str:
     return "put the file there, fix the path, or set `benchmarks.hub_fallback: true` to load it from the hub by name"
 
 
-def benchmark_file_errors(config: Mapping[str, Any], workdir: Path) -> list[str]:
+def benchmark_file_errors(study: Study, workdir: Path) -> list[str]:
     """Each real benchmark's local file must exist and be non-empty — a missing one may come from the hub instead
     (`benchmarks.hub_fallback`); a records-only study reads none."""
-    bench = config["benchmarks"]
-    names = bench["names"]
-    reads_files = "records_file" not in config
+    names = study.benchmarks.names
+    reads_files = study.records_file is None
     errors = []
-    files = bench.get("files") or {}
-    fallback = bench.get("hub_fallback", False)
+    files = study.benchmarks.files
+    fallback = study.benchmarks.hub_fallback
     for name, entry in files.items():
         key = f"benchmarks.files.{name}"
         if name not in names:
@@ -315,43 +315,29 @@ def benchmark_file_errors(config: Mapping[str, Any], workdir: Path) -> list[str]
     return errors
 
 
-def _methods_trained_on(config: Mapping[str, Any], model: str) -> dict[str, Any]:
-    """The method entries a study trains on `model`: every one, or with campaigns those of the campaigns that train
-    it (a campaign that names no models or methods takes all of them)."""
-    campaigns = [entry or {} for entry in (config.get("campaigns") or {}).values()]
-    if not campaigns:
-        return dict(config["methods"])
-    names = {name for entry in campaigns if model in entry.get("models", config["models"])
-             for name in entry.get("methods", config["methods"])}
-    return {name: entry for name, entry in config["methods"].items() if name in names}
+def model_errors(study: Study, workdir: Path) -> list[str]:
+    """Each model the config declares, and the methods the study trains on it, checked by its backend
+    (dataflex_rl.backends.base: `config_errors`)."""
+    return [error for model, spec in study.declared_models.items()
+            for error in get_backend(spec.backend).config_errors(f"models.{model}", spec, workdir,
+                                                                 study.records_file is not None,
+                                                                 study.methods_trained_on(model))]
 
 
-def model_errors(config: Mapping[str, Any], workdir: Path) -> list[str]:
-    """Each model entry, and the methods it trains, checked by its backend (dataflex_rl.backends.base:
-    `config_errors`)."""
-    return [error for model, entry in config["models"].items()
-            for error in get_backend(entry["backend"]).config_errors(f"models.{model}", entry, workdir,
-                                                                     "records_file" in config,
-                                                                     _methods_trained_on(config, model))]
-
-
-def training_errors(config: Mapping[str, Any]) -> list[str]:
-    training = config["training"]
-    every = training.get("checkpoint_every")
-    if every is not None and every > training["steps"]:
-        return [f"training.checkpoint_every: {every} > training.steps {training['steps']}: the run would never "
-                f"checkpoint, so a preempted or failed job restarts from step 0; set it ≤ {training['steps']}"]
+def training_errors(study: Study) -> list[str]:
+    """A checkpoint interval longer than the run (the default interval, like one left out, is not refused: a short
+    run keeps it)."""
+    steps, every = study.training.steps, study.training.checkpoint_every
+    if every != GRPOSettings.checkpoint_every and every > steps:
+        return [f"training.checkpoint_every: {every} > training.steps {steps}: the run would never "
+                f"checkpoint, so a preempted or failed job restarts from step 0; set it ≤ {steps}"]
     return []
 
 
-def _configured_prompt_cap(config: Mapping[str, Any]) -> int | None:
-    return ((config.get("data_validation") or {}).get("corpus") or {}).get("max_prompt_tokens")
-
-
-def _token_caps(config: Mapping[str, Any], max_new_tokens: int, eval_new_tokens: int) -> list[tuple]:
+def _token_caps(study: Study) -> list[tuple]:
     """(cap key, configured value, what sits beside a text at the cap, its tokens, the text, its companion) of every
     token cap the config sets (dataflex_rl.tasks.token_caps)."""
-    sections = config.get("data_validation") or {}
+    max_new_tokens, eval_new_tokens = study.training.max_new_tokens, study.evaluation.max_new_tokens
     caps = (("corpus", "max_prompt_tokens", f"training.max_new_tokens {max_new_tokens}", max_new_tokens, "prompt",
              "its response"),
             ("benchmarks", "max_prompt_tokens", f"evaluation.max_new_tokens {eval_new_tokens}", eval_new_tokens,
@@ -359,27 +345,23 @@ def _token_caps(config: Mapping[str, Any], max_new_tokens: int, eval_new_tokens:
             ("corpus", "max_answer_tokens", "1 end-of-text token", 1, "gold answer", "its end-of-text token"),
             ("benchmarks", "max_answer_tokens", "1 end-of-text token", 1, "gold answer", "its end-of-text token"))
     return [(f"data_validation.{section}.{name}", configured, *rest) for section, name, *rest in caps
-            if (configured := (sections.get(section) or {}).get(name)) is not None]
+            if (configured := getattr(study.data_validation[section], name)) is not None]
 
 
-def prompt_cap_errors(config: Mapping[str, Any]) -> list[str]:
+def prompt_cap_errors(study: Study) -> list[str]:
     """A model that builds its shape must leave room for a prompt beside a response of training.max_new_tokens and an
     answer of evaluation.max_new_tokens, and a text at a configured token cap (dataflex_rl.tasks.token_caps) with what
     follows it must fit its positions."""
-    max_new_tokens = filled(GRPOSettings, config["training"]).max_new_tokens
-    eval_new_tokens = filled(EvaluationSettings, config.get("evaluation")).max_new_tokens
-    budgets = (("training.max_new_tokens", max_new_tokens, "a response"),
-               ("evaluation.max_new_tokens", eval_new_tokens, "an answer"))
+    budgets = (("training.max_new_tokens", study.training.max_new_tokens, "a response"),
+               ("evaluation.max_new_tokens", study.evaluation.max_new_tokens, "an answer"))
     errors = []
-    for model, entry in config["models"].items():
-        shape = get_backend(entry["backend"]).model_settings(entry).get("shape")
-        if shape is None:
+    for model, spec in study.declared_models.items():
+        if spec.shape is None:
             continue
-        key, positions = f"models.{model}.shape.max_position_embeddings", shape["max_position_embeddings"]
+        key, positions = f"models.{model}.shape.max_position_embeddings", spec.shape["max_position_embeddings"]
         errors += [f"{budget}: {tokens} ≥ {key} {positions}: {what} of that length leaves no position for a prompt; "
                    f"lower {budget} or raise {key}" for budget, tokens, what in budgets if tokens >= positions]
-        for cap_key, configured, beside, tokens, text, companion in _token_caps(config, max_new_tokens,
-                                                                                eval_new_tokens):
+        for cap_key, configured, beside, tokens, text, companion in _token_caps(study):
             room = positions - tokens
             if 1 <= room < configured:
                 errors.append(f"{cap_key}: {configured} + {beside} > {key} {positions}: a {text} at the cap and "
@@ -388,8 +370,8 @@ def prompt_cap_errors(config: Mapping[str, Any]) -> list[str]:
     return errors
 
 
-def records_errors(config: Mapping[str, Any], workdir: Path) -> list[str]:
-    path = config.get("records_file")
+def records_errors(study: Study, workdir: Path) -> list[str]:
+    path = study.records_file
     if path is None:
         return []
     problem = _file_problem(workdir / path)
@@ -424,11 +406,8 @@ def _placeholder_problem(field: str) -> str | None:
             f"or {_LITERAL_BRACES}")
 
 
-def template_errors(config: Mapping[str, Any]) -> list[str]:
+def template_errors(template: str) -> list[str]:
     """`prompt_template` parsed and rendered once against a sample question, with the renderer the jobs use."""
-    template = config.get("prompt_template")
-    if template is None:
-        return []
     try:
         fields = [field for _, field, _, _ in Formatter().parse(template) if field is not None]
     except ValueError as error:
@@ -447,14 +426,13 @@ def template_errors(config: Mapping[str, Any]) -> list[str]:
     return [f"prompt_template: {problem}" for problem in problems]
 
 
-def semantic_errors(config: Mapping[str, Any], workdir: str | Path = ".") -> list[str]:
+def study_errors(study: Study, workdir: str | Path = ".") -> list[str]:
     """Every problem a schema cannot see, each naming the key, the bad value and the fix. Paths are resolved against
     `workdir` (the workflow's working directory)."""
     workdir = Path(workdir)
-    return (method_errors(config) + data_errors(config, workdir) + model_errors(config, workdir)
-            + training_errors(config) + prompt_cap_errors(config) + records_errors(config, workdir)
-            + template_errors(config)
-            + campaign_errors(config, corpus_domains(config), workdir))
+    return (method_errors(study) + data_errors(study, workdir) + model_errors(study, workdir)
+            + training_errors(study) + prompt_cap_errors(study) + records_errors(study, workdir)
+            + template_errors(study.template) + campaign_errors(study, workdir))
 
 
 # --- resources ------------------------------------------------------------------------------------------------------
@@ -463,9 +441,9 @@ _LIMITS = (("gpu", "gpus_per_node", "GPUs"), ("cpus_per_task", "cpus_per_node", 
            ("mem_mb", "mem_mb_per_node", "MB of memory"), ("runtime", "max_runtime", "minutes"))
 
 
-def corpus_size_errors(config: Mapping[str, Any], workdir: Path) -> list[str]:
-    prompts = config["training"]["prompts_per_step"]
-    bound = corpus_rows_bound(config, workdir, prompts)
+def corpus_size_errors(study: Study, workdir: Path) -> list[str]:
+    prompts = study.training.prompts_per_step
+    bound = corpus_rows_bound(study.corpus, workdir, prompts)
     if bound is None:
         return []
     rows, made_of = bound
@@ -475,11 +453,11 @@ def corpus_size_errors(config: Mapping[str, Any], workdir: Path) -> list[str]:
     return [f"training.prompts_per_step: {problem}"] if problem else []
 
 
-def _largest_selection_round(config: Mapping[str, Any]) -> SelectionSize | None:
+def _largest_selection_round(study: Study) -> SelectionSize | None:
     """The most candidates and the most rollouts per prompt of the study's prompt-selection rounds (catalogue
     defaults filled in; the memory estimate takes both at once), None without a prompt-selection method."""
-    rounds = [CATALOGUE[entry["policy"]].resolve(entry.get("params") or {}) for entry in config["methods"].values()
-              if entry["policy"] in CATALOGUE and CATALOGUE[entry["policy"]].family == "prompt_selection"]
+    rounds = [method.resolved_params() for method in study.methods.values()
+              if CATALOGUE[method.policy].family == "prompt_selection"]
     if not rounds:
         return None
     return SelectionSize(candidates=max(r["candidates_per_round"] for r in rounds),
@@ -507,7 +485,7 @@ def resource_type_errors(resources: Mapping[str, Mapping[str, Any]]) -> list[str
     return errors
 
 
-def resource_errors(config: Mapping[str, Any], resources: Mapping[str, Mapping[str, Any]],
+def resource_errors(study: Study, resources: Mapping[str, Mapping[str, Any]],
                     workdir: str | Path = ".") -> list[str]:
     """Problems with the resource requests of the rules that have jobs: `resources` maps a rule to its effective
     values (threads, gpu, cpus_per_task, mem_mb, runtime, slurm_partition, nodes; absent where unset), as Snakemake
@@ -524,18 +502,17 @@ def resource_errors(config: Mapping[str, Any], resources: Mapping[str, Mapping[s
     type_errors = resource_type_errors(resources)
     if type_errors:
         return type_errors
-    training = filled(GRPOSettings, config["training"])
-    evaluation = filled(EvaluationSettings, config.get("evaluation"))
-    errors = corpus_size_errors(config, Path(workdir)) if "train" in resources else []
-    for model, entry in config["models"].items():
-        backend = get_backend(entry["backend"])
+    training, evaluation = study.training, study.evaluation
+    errors = corpus_size_errors(study, Path(workdir)) if "train" in resources else []
+    for model, spec in study.declared_models.items():
+        backend = get_backend(spec.backend)
         if "train" in resources:
-            cap = prompt_token_cap(f"models.{model}", backend.model_settings(entry), training.max_new_tokens,
-                                   _configured_prompt_cap(config))
-            errors += backend.train_resource_errors(f"models.{model}", entry, training, resources["train"], cap,
-                                                    _largest_selection_round(config))
+            cap = prompt_token_cap(f"models.{model}", spec.settings, training.max_new_tokens,
+                                   study.data_validation["corpus"].max_prompt_tokens)
+            errors += backend.train_resource_errors(f"models.{model}", spec, training, resources["train"], cap,
+                                                    _largest_selection_round(study))
         if "score" in resources:
-            errors += backend.score_resource_errors(f"models.{model}", entry, evaluation.batch_size,
+            errors += backend.score_resource_errors(f"models.{model}", spec, evaluation.batch_size,
                                                     evaluation.max_new_tokens, resources["score"])
     errors = list(dict.fromkeys(errors))  # a backend's check that reads no model entry says it once
     for rule, values in resources.items():
@@ -543,7 +520,7 @@ def resource_errors(config: Mapping[str, Any], resources: Mapping[str, Mapping[s
         if threads and cpus and int(cpus) < int(threads):
             errors.append(f"resources of rule {rule}: cpus_per_task={cpus} < threads={threads} (threads_per_job or "
                           f"set-threads); the job would oversubscribe its CPUs — raise cpus_per_task or lower threads")
-    partitions = (config.get("cluster") or {}).get("partitions")
+    partitions = study.partitions
     if not partitions:
         return errors
     for rule, values, partition in partition_requests(resources):
@@ -554,7 +531,7 @@ def resource_errors(config: Mapping[str, Any], resources: Mapping[str, Mapping[s
         limits = partitions[partition]
         nodes = int(values.get("nodes") or 1)
         for resource, limit, unit in _LIMITS:
-            request, cap = values.get(resource), limits.get(limit)
+            request, cap = values.get(resource), getattr(limits, limit)
             if request is None or cap is None:
                 continue
             per_job = nodes if resource == "gpu" else 1  # --gpus counts the job's GPUs over all its nodes

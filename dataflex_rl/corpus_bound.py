@@ -6,31 +6,32 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING
 
 from dataflex_rl.benchmarks.registry import REGISTRY
 
+if TYPE_CHECKING:
+    from dataflex_rl.study import CorpusSettings
 
-def source_rows_per_domain(config: Mapping[str, Any]) -> dict[str, int]:
+
+def source_rows_per_domain(corpus: CorpusSettings) -> dict[str, int]:
     """The most rows the procedural sources give each of their domains."""
-    corpus = config["corpus"]
     per_domain: dict[str, int] = {}
-    for name in corpus["sources"]:
+    for name in corpus.sources:
         if name in REGISTRY:
             per_domain[REGISTRY[name].domain] = per_domain.get(REGISTRY[name].domain, 0) + 1
-    return {domain: sources * math.ceil(corpus["items_per_domain"] / sources) for domain, sources in per_domain.items()}
+    return {domain: sources * math.ceil(corpus.items_per_domain / sources) for domain, sources in per_domain.items()}
 
 
-def corpus_rows_bound(config: Mapping[str, Any], workdir: Path, needed: int) -> tuple[int, str] | None:
+def corpus_rows_bound(corpus: CorpusSettings, workdir: Path, needed: int) -> tuple[int, str] | None:
     """At most how many rows the training corpus can have, and how that bound is made up — or None where a corpus
     file cannot be counted (its own checks report it). The corpus files are counted only when the sources alone are
     fewer than `needed`."""
-    corpus = config["corpus"]
-    per_domain = source_rows_per_domain(config)
+    per_domain = source_rows_per_domain(corpus)
     rows = sum(per_domain.values())
-    parts = [f"corpus.items_per_domain {corpus['items_per_domain']} over {len(per_domain)} domain(s) of "
+    parts = [f"corpus.items_per_domain {corpus.items_per_domain} over {len(per_domain)} domain(s) of "
              f"corpus.sources: {rows}"]
-    for index, entry in enumerate(corpus.get("files") or []):
+    for index, entry in enumerate(corpus.files):
         if rows >= needed:
             break
         count = file_rows(workdir / entry["path"])
@@ -41,13 +42,13 @@ def corpus_rows_bound(config: Mapping[str, Any], workdir: Path, needed: int) -> 
     return rows, "; ".join(parts)
 
 
-def domain_rows_bound(config: Mapping[str, Any], workdir: Path, domain: str) -> tuple[int, int] | None:
+def domain_rows_bound(corpus: CorpusSettings, workdir: Path, domain: str) -> tuple[int, int] | None:
     """At most how many rows of `domain` and of the other domains the training corpus can have, or None where a
     corpus file cannot be counted. A file's rows may each carry their own domain (its `domain` is only the default),
     so they count on both sides."""
-    per_domain = source_rows_per_domain(config)
+    per_domain = source_rows_per_domain(corpus)
     target, others = per_domain.get(domain, 0), sum(n for d, n in per_domain.items() if d != domain)
-    for entry in config["corpus"].get("files") or []:
+    for entry in corpus.files:
         count = file_rows(workdir / entry["path"])
         if count is None:
             return None

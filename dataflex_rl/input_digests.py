@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any, Mapping
-
 from dataflex_rl.benchmarks.paths import benchmark_paths
+from dataflex_rl.study import Study
 
 
 def file_digest(path: Path) -> str | None:
@@ -21,11 +20,11 @@ def file_digest(path: Path) -> str | None:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
-def input_digests(config: Mapping[str, Any], workdir: Path) -> dict[str, str | None]:
-    """{path as the config writes it: digest} for every corpus and benchmark file the config names, resolved against
+def input_digests(study: Study, workdir: Path) -> dict[str, str | None]:
+    """{path as the config writes it: digest} for every corpus and benchmark file the study names, resolved against
     the workflow's working directory; nothing for a records-only study, which reads none."""
-    if config.get("records_file"):
+    if study.records_file:
         return {}
-    paths = [entry["path"] for entry in config["corpus"].get("files") or []]
-    paths += [path for entry in (config["benchmarks"].get("files") or {}).values() for path in benchmark_paths(entry)]
+    paths = [entry["path"] for entry in study.corpus.files]
+    paths += [path for entry in study.benchmarks.files.values() for path in benchmark_paths(entry)]
     return {path: file_digest(Path(workdir) / path) for path in dict.fromkeys(paths)}

@@ -11,7 +11,6 @@ from typing import Any, Mapping
 from dataflex_rl.allocation import requested_hours, score_layout_lines, total_lines
 from dataflex_rl.backends.base import get_backend
 from dataflex_rl.benchmarks.paths import benchmark_paths
-from dataflex_rl.config_checks import corpus_domains
 from dataflex_rl.layout import FULL_DATA
 from dataflex_rl.policies.catalogue import CATALOGUE
 from dataflex_rl.study import Study
@@ -69,10 +68,10 @@ def _campaign_lines(study: Study) -> list[str]:
     return lines
 
 
-def _unused_lines(study: Study, config: Mapping[str, Any]) -> list[str]:
+def _unused_lines(study: Study) -> list[str]:
     """The models and regimes the config declares that no campaign uses, and which therefore nothing builds."""
     used_regimes = {regime for campaign in study.campaigns for regime in campaign.regimes}
-    unused = {"models": [name for name in config["models"] if name not in study.models],
+    unused = {"models": [name for name in study.declared_models if name not in study.models],
               "regimes": [name for name in study.regimes if name not in used_regimes]}
     parts = [f"{kind} {', '.join(names)}" for kind, names in unused.items() if names]
     return [f"  declared but in no campaign, so not built: {'; '.join(parts)} (add them to a campaign's models or "
@@ -101,14 +100,14 @@ def model_notes(study: Study, workdir: Path) -> list[str]:
     if study.records_file:
         return []
     return [note for name, model in study.models.items()
-            for note in get_backend(model.backend).model_notes(f"models.{name}", model.settings, workdir)]
+            for note in get_backend(model.backend).model_notes(f"models.{name}", model, workdir)]
 
 
 def _hours(value: float | None) -> str:
     return "-" if value is None else f"{value:,.1f}"
 
 
-def matrix_summary(study: Study, config: Mapping[str, Any], jobs: Mapping[str, int],
+def matrix_summary(study: Study, jobs: Mapping[str, int],
                    resources: Mapping[str, Mapping[str, Any]], hub: list[str], models: list[str]) -> str:
     """One screen before the job list: the matrix, each method's policy/family/control and parameters, the
     benchmarks by domain, the backends and `models` (model_notes), per rule the planned jobs, the resources each job
@@ -118,9 +117,9 @@ def matrix_summary(study: Study, config: Mapping[str, Any], jobs: Mapping[str, i
         lines.append(f"  tables from the records in {study.records_file!r}: no training or scoring (target: tables)")
     else:
         training = study.training
-        lines += _campaign_lines(study) + _unused_lines(study, config)
+        lines += _campaign_lines(study) + _unused_lines(study)
         lines.append(f"  GRPO {training.prompts_per_step} prompts × K={training.rollouts} per step; "
-                     f"corpus domains {', '.join(corpus_domains(config))}")
+                     f"corpus domains {', '.join(study.corpus.domains)}")
         lines += [f"  regime {name}: {spec.transform}({', '.join(f'{k}={v}' for k, v in spec.params.items())}), "
                   f"seed {spec.seed}" for name, spec in study.regimes.items()]
     by_backend: dict[str, list[str]] = {}
@@ -131,7 +130,8 @@ def matrix_summary(study: Study, config: Mapping[str, Any], jobs: Mapping[str, i
                  + "; ".join(f"{b}: {', '.join(ms)}" for b, ms in sorted(by_backend.items())))
     lines += [f"  {note}" for note in models]
     for backend in sorted(by_backend):
-        lines += [f"  {backend} {line}" for line in get_backend(backend).job_commands(study.training, study.evaluation.scoring(), resources)]
+        lines += [f"  {backend} {line}"
+                  for line in get_backend(backend).job_commands(study.training, study.evaluation, resources)]
     lines.append("  methods:    policy      family       control          params")
     lines += _methods_table(study)
     lines.append(f"  benchmarks ({len(study.benchmarks.names)}): {_benchmarks_line(study)}")

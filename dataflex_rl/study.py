@@ -21,9 +21,10 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Mapping
 
 from dataflex_rl import layout
-from dataflex_rl.backends.base import get_backend
+from dataflex_rl.backends.model_spec import ModelSpec
 from dataflex_rl.benchmarks.paths import benchmark_paths
-from dataflex_rl.benchmarks.registry import registry_order
+from dataflex_rl.benchmarks.registry import REGISTRY, registry_order
+from dataflex_rl.evaluate.settings import EvaluationSettings
 from dataflex_rl.methods import MethodSpec
 from dataflex_rl.layout import FULL_DATA, UNTRAINED, parse_run, run_id, run_name, study_cell
 from dataflex_rl.policies.catalogue import CATALOGUE
@@ -31,34 +32,10 @@ from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.regimes.catalogue import REGIMES, regime_params
 from dataflex_rl.sections import filled
 from dataflex_rl.tasks.prompting import DEFAULT_TEMPLATE
-from dataflex_rl.tasks.quarantine_gate import MAX_QUARANTINE_FRACTION
+from dataflex_rl.tasks.validation_settings import ValidationSettings
 
 # Training settings that cannot change a run's result (a checkpointed, resumed run is bit-identical).
 RESULT_NEUTRAL_TRAINING = ("checkpoint_every",)
-# Data-validation settings that cannot change a result, only stop the study: the token caps, checked by the jobs that
-# tokenize, pass texts within them unchanged and stop the job on one over them; the quarantine threshold is held by the
-# quarantine gate against the counts its data job wrote (the character caps quarantine rows: they are in the slices).
-VALIDATION_GATES = ("max_prompt_tokens", "max_answer_tokens", "max_quarantine_fraction")
-
-
-@dataclass(frozen=True)
-class EvaluationSettings:
-    max_new_tokens: int = 8
-    batch_size: int = 128
-    temperature: float = 0.0
-    seed: int = 0
-    min_parse_rate: float = 0.5
-    # above this share of answers cut at max_new_tokens, a (run, benchmark) is listed in the cut_flags table
-    max_cut_share: float = 0.1
-    job_per_benchmark: bool = False
-
-    def scoring(self) -> dict[str, Any]:
-        """What a score depends on: the sampling seed only when answers are sampled (temperature > 0)."""
-        picked = {"max_new_tokens": self.max_new_tokens, "batch_size": self.batch_size,
-                  "temperature": self.temperature}
-        if self.temperature:
-            picked["seed"] = self.seed
-        return picked
 
 
 @dataclass(frozen=True)
@@ -76,6 +53,14 @@ class CorpusSettings:
     items_per_domain: int
     seed: int
     files: tuple[Mapping[str, Any], ...] = ()
+
+    @property
+    def domains(self) -> tuple[str, ...]:
+        """The domains the corpus draws from (its procedural sources' and its files' declared domains), in the order
+        the prompt stream and the mixtures see them (sorted)."""
+        domains = {REGISTRY[name].domain for name in self.sources if name in REGISTRY}
+        domains |= {entry["domain"] for entry in self.files if entry.get("domain")}
+        return tuple(sorted(domains))
 
 
 @dataclass(frozen=True)
@@ -99,38 +84,13 @@ class StatsSettings:
 
 
 @dataclass(frozen=True)
-class ModelSpec:
-    """A base model: its backend, its config entry with the backend's defaults filled in (`settings`, what its
-    artefacts depend on), and what its jobs ask of their machine over the backend's defaults (`resources`, per rule;
-    no result depends on them)."""
+class PartitionLimits:
+    """A Slurm partition's limits (cluster.partitions.<p>); None: not limited."""
 
-    name: str
-    backend: str
-    settings: Mapping[str, Any]
-    resources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-
-    def job_resources(self, rule: str) -> dict[str, Any]:
-        """A `rule` job's resources: the backend's defaults (Backend.job_resources), then the model's own."""
-        return {**get_backend(self.backend).job_resources(rule), **self.resources.get(rule, {})}
-
-    @property
-    def path(self) -> str | None:
-        """Where the verl backend loads the model from (the embedded backend builds its own)."""
-        return self.settings.get("path")
-
-    @property
-    def result_settings(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        """The settings its base's artefacts depend on, and those only its trained runs add (Backend.result_settings)."""
-        return get_backend(self.backend).result_settings(self.settings)
-
-    @property
-    def builds_base_model(self) -> bool:
-        return get_backend(self.backend).builds_base_model
-
-    @property
-    def merges_checkpoint(self) -> bool:
-        """Whether its trained runs are merged into a Hugging Face directory before scoring (the merge rule; verl)."""
-        return get_backend(self.backend).merges_checkpoint
+    gpus_per_node: int | None = None
+    cpus_per_node: int | None = None
+    mem_mb_per_node: int | None = None
+    max_runtime: int | None = None
 
 
 @dataclass(frozen=True)
@@ -156,12 +116,14 @@ class Run:
 
 @dataclass(frozen=True)
 class RegimeSpec:
-    """A named data regime: a corpus or reward transform (dataflex_rl.regimes) with its parameters and seed."""
+    """A named data regime: a corpus or reward transform (dataflex_rl.regimes) with its parameters (the transform's
+    defaults filled in) and seed, and its parameters as the config writes them (`written`: what the dry run checks)."""
 
     name: str
     transform: str
     params: Mapping[str, Any]
     seed: int = 0
+    written: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def needs_solve_rates(self) -> bool:
@@ -227,15 +189,11 @@ def _method(name: str, entry: Mapping[str, Any]) -> MethodSpec:
                       family=CATALOGUE[entry["policy"]].family, control=entry.get("control"))
 
 
-def _model(name: str, entry: Mapping[str, Any]) -> ModelSpec:
-    return ModelSpec(name, entry["backend"], get_backend(entry["backend"]).model_settings(entry),
-                     dict(entry.get("resources") or {}))
-
-
 def _regime(name: str, entry: Mapping[str, Any]) -> RegimeSpec:
     """A regime with its transform's defaults filled in (dataflex_rl.regimes.catalogue)."""
-    params = REGIMES[entry["transform"]].with_defaults(regime_params(entry))
-    return RegimeSpec(name, entry["transform"], _canonical(params), int(entry.get("seed", 0)))
+    written = _canonical(regime_params(entry))
+    return RegimeSpec(name, entry["transform"], _canonical(REGIMES[entry["transform"]].with_defaults(written)),
+                      int(entry.get("seed", 0)), written)
 
 
 def _campaigns(config: Mapping[str, Any]) -> tuple[Campaign, ...]:
@@ -248,14 +206,6 @@ def _campaigns(config: Mapping[str, Any]) -> tuple[Campaign, ...]:
     if not declared:
         return (_campaign(None, everything, {}),)
     return tuple(_campaign(name, everything, entry or {}) for name, entry in declared.items())
-
-
-def _campaign_models(config: Mapping[str, Any]) -> set[str]:
-    """The models of a study: every declared one, or with campaigns the ones a campaign trains (an overlay of campaigns
-    on a study config need not train that config's own model)."""
-    if not config.get("campaigns"):
-        return set(config["models"])
-    return {model for entry in config["campaigns"].values() for model in (entry or {}).get("models", config["models"])}
 
 
 def _campaign(name: str | None, everything: Mapping[str, tuple], entry: Mapping[str, Any]) -> Campaign:
@@ -285,15 +235,10 @@ def _flat(prefix: str, value: Any) -> dict[str, Any]:
     return {prefix: _canonical(value)}
 
 
-def row_checks(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """A `data_validation` section less its gates (VALIDATION_GATES): the row checks a corpus or benchmark build
-    applies, and the only part of the section its params carry."""
-    return {key: value for key, value in settings.items() if key not in VALIDATION_GATES}
-
-
-def _validation(section: str, settings: Mapping[str, Any]) -> dict[str, Any]:
-    """The flat slice entries of a `data_validation` section, less its gates."""
-    return _flat(f"data_validation.{section}", row_checks(settings))
+def _validation(section: str, settings: ValidationSettings) -> dict[str, Any]:
+    """The flat slice entries of a `data_validation` section: its row checks that differ from their defaults (the
+    gates change no artefact: dataflex_rl.tasks.validation_settings)."""
+    return _flat(f"data_validation.{section}", settings.row_checks())
 
 
 def _memoised(method):
@@ -328,27 +273,33 @@ class Study:
     decontamination: DecontaminationSettings
     calibration: CalibrationSettings
     stats: StatsSettings
-    data_validation: Mapping[str, Any]
+    data_validation: Mapping[str, ValidationSettings]  # by section: corpus, benchmarks
     regimes: Mapping[str, RegimeSpec] = field(default_factory=dict)
     campaigns: tuple[Campaign, ...] = ()
     records_file: str | None = None
+    # every model the config declares, trained by a campaign or not (`models`: those a campaign trains; an overlay of
+    # campaigns on a study config need not train that config's own model): the dry run checks each
+    declared_models: Mapping[str, ModelSpec] = field(default_factory=dict)
+    # cluster.partitions: each Slurm partition's limits, which the dry run holds the rules' resource requests to
+    partitions: Mapping[str, PartitionLimits] = field(default_factory=dict)
     # the sha256 of each corpus and benchmark file, by its path in the config (dataflex_rl.input_digests): in the
     # slices of the jobs that read them; empty where the caller has not looked at the files
     input_digests: Mapping[str, str | None] = field(default_factory=dict)
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any], input_digests: Mapping[str, str | None] | None = None) -> "Study":
-        """The study of a config that passed `config_checks.config_errors` and the schema; `input_digests`: its input
-        files' contents (dataflex_rl.input_digests.input_digests; the workflow passes them, so that a replaced file
-        replans what reads it)."""
+    def from_config(cls, config: Mapping[str, Any]) -> "Study":
+        """The study of a config that passed `config_checks.shape_errors`, without its input files' digests (the
+        workflow adds them: `with_input_digests`)."""
         bench = config["benchmarks"]
         corpus = config["corpus"]
-        trained = _campaign_models(config)
+        declared = {name: ModelSpec.from_entry(name, entry) for name, entry in config["models"].items()}
+        campaigns = _campaigns(config)
+        trained = {model for campaign in campaigns for model in campaign.models}
         return cls(
             name=config["study"],
             template=config.get("prompt_template", DEFAULT_TEMPLATE),
             threads=int(config.get("threads_per_job", 1)),
-            models={name: _model(name, entry) for name, entry in config["models"].items() if name in trained},
+            models={name: spec for name, spec in declared.items() if name in trained},
             methods={name: _method(name, entry) for name, entry in config["methods"].items()},
             training=filled(GRPOSettings, config["training"]),
             evaluation=filled(EvaluationSettings, config.get("evaluation")),
@@ -360,13 +311,26 @@ class Study:
             calibration=filled(CalibrationSettings, config.get("calibration")),
             stats=filled(StatsSettings, {k: tuple(v) if isinstance(v, list) else v
                                           for k, v in (config.get("stats") or {}).items()}),
-            data_validation={"corpus": _canonical((config.get("data_validation") or {}).get("corpus") or {}),
-                             "benchmarks": _canonical((config.get("data_validation") or {}).get("benchmarks") or {})},
+            data_validation={section: ValidationSettings.for_section(section, (config.get("data_validation") or {})
+                                                                     .get(section))
+                             for section in ("corpus", "benchmarks")},
             regimes={name: _regime(name, entry) for name, entry in (config.get("regimes") or {}).items()},
-            campaigns=_campaigns(config),
+            campaigns=campaigns,
             records_file=config.get("records_file"),
-            input_digests=dict(input_digests or {}),
+            declared_models=declared,
+            partitions={name: filled(PartitionLimits, limits)
+                        for name, limits in ((config.get("cluster") or {}).get("partitions") or {}).items()},
         )
+
+    def with_input_digests(self, input_digests: Mapping[str, str | None]) -> "Study":
+        """The study with its input files' contents (dataflex_rl.input_digests.input_digests), so that a replaced file
+        replans what reads it."""
+        return replace(self, input_digests=dict(input_digests))
+
+    def methods_trained_on(self, model: str) -> dict[str, MethodSpec]:
+        """The methods the study trains on `model`, in the config's order (none for a model in no campaign)."""
+        trained = {run.method for run in self.runs if run.model == model}
+        return {name: spec for name, spec in self.methods.items() if name in trained}
 
     # --- the matrix ---------------------------------------------------------------------------------------------
     @_memoised
@@ -418,8 +382,8 @@ class Study:
                                   if self.regimes[regime].needs_solve_rates))
 
     def max_quarantine_fraction(self, section: str) -> float:
-        """The quarantine gate's threshold for `section` ("corpus" or "benchmarks"): configured, or its default."""
-        return self.data_validation[section].get("max_quarantine_fraction", MAX_QUARANTINE_FRACTION[section])
+        """The quarantine gate's threshold for `section` ("corpus" or "benchmarks")."""
+        return self.data_validation[section].max_quarantine_fraction
 
     def controls(self) -> dict[str, str]:
         return {name: m.control for name, m in self.methods.items() if m.control}

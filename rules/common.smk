@@ -7,7 +7,7 @@ from snakemake.utils import validate
 
 from dataflex_rl import layout
 from dataflex_rl.benchmarks.registry import registry_order
-from dataflex_rl.config_checks import config_errors, resource_errors
+from dataflex_rl.config_checks import resource_errors, shape_errors, study_errors
 from dataflex_rl.config_yaml import config_yaml_errors
 from dataflex_rl.evaluate.benchmark_fit import benchmark_token_caps
 from dataflex_rl.input_digests import input_digests
@@ -19,7 +19,7 @@ from dataflex_rl.replans import Replans
 from dataflex_rl.report.outputs import figure_paths, table_paths
 from dataflex_rl.rule_resources import backend_resources, merged_values
 from dataflex_rl.slurm_nodes import cluster_nodes, node_fit_errors
-from dataflex_rl.study import Study, row_checks
+from dataflex_rl.study import Study
 from dataflex_rl.study_files import StudyFiles
 from dataflex_rl.tasks.token_caps import answer_token_cap
 from dataflex_rl.tasks.training_fit import TRAINING_ANSWERS, prompt_token_cap
@@ -30,14 +30,16 @@ from dataflex_rl.tasks.training_fit import TRAINING_ANSWERS, prompt_token_cap
 # relative to the working directory (--directory).
 _SCHEMA = yaml.safe_load((Path(workflow.basedir) / "config/schema.yaml").read_text())
 _errors = [error for path in workflow.configfiles for error in config_yaml_errors(path)]
-_errors = _errors or config_errors(config, _SCHEMA, Path.cwd())
+_errors = _errors or shape_errors(config, _SCHEMA)
+# The study, resolved once (dataflex_rl/study.py): every default, every job's settings slice. No rule, script or
+# check reads `config` for a setting: each job gets its slice as a `params:` value, so Snakemake reruns exactly what it
+# changes.
+STUDY = None if _errors else Study.from_config(config)
+_errors = _errors or study_errors(STUDY, Path.cwd())
 if _errors:
     raise ValueError(f"invalid configuration ({len(_errors)} problem(s)):\n  - " + "\n  - ".join(_errors))
 validate(config, schema="../config/schema.yaml")
-
-# The study, resolved once (dataflex_rl/study.py): every default, every job's settings slice. No rule or script reads
-# `config` for a setting: each job gets its slice as a `params:` value, so Snakemake reruns exactly what it changes.
-STUDY = Study.from_config(config, input_digests(config, Path.cwd()))
+STUDY = STUDY.with_input_digests(input_digests(STUDY, Path.cwd()))
 RUNS = STUDY.runs
 MODELS = list(STUDY.models)
 BENCHMARKS = registry_order(STUDY.benchmarks.names)  # a reordered benchmarks.names changes no job
@@ -96,14 +98,14 @@ def prompt_cap(wildcards, output):
     A gate, not a setting of the result (a corpus within it trains exactly as before): a function of `output` is a
     derived param, which Snakemake leaves out of its params rerun trigger."""
     spec = STUDY.models[wildcards.model]
-    configured = STUDY.data_validation["corpus"].get("max_prompt_tokens")
+    configured = STUDY.data_validation["corpus"].max_prompt_tokens
     return prompt_token_cap(f"models.{spec.name}", spec.settings, STUDY.training.max_new_tokens, configured)
 
 
 def answer_cap(wildcards, output):
     """The longest gold answer, in tokens, the model's base build accepts (a gate, a derived param: as `prompt_cap`)."""
     spec = STUDY.models[wildcards.model]
-    configured = STUDY.data_validation["corpus"].get("max_answer_tokens")
+    configured = STUDY.data_validation["corpus"].max_answer_tokens
     return answer_token_cap(TRAINING_ANSWERS, f"models.{spec.name}", spec.settings, configured)
 
 
@@ -201,7 +203,7 @@ def rule_resources(name):
 def cluster_fit_errors(resources):
     """Jobs meant for Slurm (their resources name a slurm_partition) that no node of the cluster `sinfo` answers for
     can run (slurm_nodes); nothing where the study gives cluster.partitions itself or sinfo does not answer."""
-    if (config.get("cluster") or {}).get("partitions") or not any("slurm_partition" in r for r in resources.values()):
+    if STUDY.partitions or not any("slurm_partition" in r for r in resources.values()):
         return []
     nodes = cluster_nodes()
     return node_fit_errors(resources, nodes) if nodes else []
@@ -211,10 +213,8 @@ def check_resources_and_summarise():
     """Refuse resource requests that cannot run (config_checks.resource_errors), then print the matrix summary."""
     jobs = planned_jobs(STUDY)
     resources = {rule: rule_resources(rule) for rule, count in jobs.items() if count}
-    errors = (
-        [] if STUDY.records_file else resource_errors(config, resources, Path.cwd()) + cluster_fit_errors(resources)
-    )
+    errors = [] if STUDY.records_file else resource_errors(STUDY, resources, Path.cwd()) + cluster_fit_errors(resources)
     if errors:
         raise ValueError(f"invalid resources ({len(errors)} problem(s)):\n  - " + "\n  - ".join(errors))
-    summary = matrix_summary(STUDY, config, jobs, resources, HUB_BENCHMARKS, model_notes(STUDY, Path.cwd()))
+    summary = matrix_summary(STUDY, jobs, resources, HUB_BENCHMARKS, model_notes(STUDY, Path.cwd()))
     print(summary, file=sys.stderr)

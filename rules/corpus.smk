@@ -18,7 +18,7 @@ rule corpus:
         files=list(STUDY.corpus.files),
         # their contents: a file replaced by other bytes rebuilds the corpus, whatever its mtime
         files_sha256=[STUDY.input_digests.get(entry["path"]) for entry in STUDY.corpus.files],
-        validation=row_checks(STUDY.data_validation["corpus"]),
+        validation=STUDY.data_validation["corpus"].row_checks(),
         quarantine=layout.CORPUS_QUARANTINE,
     script:
         "../workflow_scripts/corpus.py"
@@ -41,7 +41,7 @@ rule benchmark_items:
         files_sha256=lambda wc: FILES.benchmark_digests(wc.benchmark),
         hub_fallback=STUDY.benchmarks.hub_fallback,
         seed=STUDY.benchmarks.seed,
-        validation=row_checks(STUDY.data_validation["benchmarks"]),
+        validation=STUDY.data_validation["benchmarks"].row_checks(),
         quarantine=lambda wc: layout.benchmark_quarantine(wc.benchmark),
     script:
         "../workflow_scripts/benchmark_items.py"

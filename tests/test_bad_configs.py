@@ -726,7 +726,7 @@ def test_templates_that_render_are_accepted_and_literal_braces_stay_literal():
 
     for template in ("{question}\nAnswer:", "Q: {question}\nPut it in \\boxed{{}}.\nA:", "{{{question}}}",
                      "{question!r}", "{question:>3}", "{question} or {question}"):
-        assert template_errors({"prompt_template": template}) == [], template
+        assert template_errors(template) == [], template
     assert render_prompt("2+2?", "Q: {question}\nPut it in \\boxed{{}}.") == "Q: 2+2?\nPut it in \\boxed{}."
     assert render_prompt("x", "{{{question}}}") == "{x}"
 

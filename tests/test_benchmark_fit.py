@@ -14,12 +14,14 @@ import pytest
 
 from dataflex_rl.evaluate.benchmark_fit import BenchmarkFitError, benchmark_token_caps
 from dataflex_rl.jobs import score_run
+from dataflex_rl.tasks.validation_settings import ValidationSettings
 from dataflex_rl.layout import PROVENANCE
 
 from test_training_fit import MODEL, TEMPLATE, _build, _corpus
 
+BENCHMARKS = ValidationSettings.for_section("benchmarks")  # data_validation.benchmarks left out
 MAX_NEW_TOKENS = 4  # evaluation.max_new_tokens: the default prompt cap is 64 positions − 4 = 60
-DEFAULT_CAPS = benchmark_token_caps("models.tiny", MODEL, MAX_NEW_TOKENS, {})
+DEFAULT_CAPS = benchmark_token_caps("models.tiny", MODEL, MAX_NEW_TOKENS, BENCHMARKS)
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +52,7 @@ def _score(base: Path, root: Path, items: list[str], caps) -> list[Path]:
 
 def test_the_default_prompt_cap_is_what_the_positions_leave_beside_an_answer():
     assert DEFAULT_CAPS["prompt"]["tokens"] == 60 and DEFAULT_CAPS["answer"]["tokens"] == 63
-    assert benchmark_token_caps("models.qwen", {"backend": "verl", "path": "Qwen/Qwen2.5-7B"}, 8, {}) is None
+    assert benchmark_token_caps("models.qwen", {"backend": "verl", "path": "Qwen/Qwen2.5-7B"}, 8, BENCHMARKS) is None
 
 
 def test_a_score_job_refuses_prompts_over_the_default_cap_naming_items_and_lengths(base, tmp_path):
@@ -67,7 +69,8 @@ def test_a_score_job_refuses_prompts_over_the_default_cap_naming_items_and_lengt
 def test_a_score_job_checks_every_benchmark_before_it_scores_the_first(base, tmp_path):
     """The first benchmark fits a configured cap of 12 tokens, the second does not: nothing is scored, no shard kept."""
     fits, over = _items(tmp_path / "aiw.parquet", [3, 12]), _items(tmp_path / "math500.parquet", [4, 13, 30, 14, 15])
-    caps = benchmark_token_caps("models.tiny", MODEL, MAX_NEW_TOKENS, {"max_prompt_tokens": 12})
+    caps = benchmark_token_caps("models.tiny", MODEL, MAX_NEW_TOKENS,
+                                ValidationSettings.for_section("benchmarks", {"max_prompt_tokens": 12}))
     with pytest.raises(BenchmarkFitError) as refused:
         _score(base, tmp_path, [fits, over], caps)
     assert (f"{over}: 4 of 5 prompts are longer than 12 tokens after the template "
@@ -78,7 +81,8 @@ def test_a_score_job_checks_every_benchmark_before_it_scores_the_first(base, tmp
 
 def test_a_score_job_refuses_gold_answers_over_a_configured_cap(base, tmp_path):
     items = _items(tmp_path / "kk.parquet", [3, 4, 5], answer_digits=[2, 9, 3])
-    caps = benchmark_token_caps("models.tiny", MODEL, MAX_NEW_TOKENS, {"max_answer_tokens": 3})
+    caps = benchmark_token_caps("models.tiny", MODEL, MAX_NEW_TOKENS,
+                                ValidationSettings.for_section("benchmarks", {"max_answer_tokens": 3}))
     with pytest.raises(BenchmarkFitError, match=r"1 of 3 gold answers are longer than 3 tokens as the tokenizer "
                                                 r"spells them \(data_validation.benchmarks.max_answer_tokens\): "
                                                 r"'kk-1' \(9 tokens\)\. "):

@@ -103,6 +103,23 @@ def test_a_config_without_campaigns_is_one_cell_per_model_named_after_it():
     assert {run.steps for run in study.runs} == {80} and {run.regime for run in study.runs} == {None}
 
 
+def test_a_study_checks_every_declared_model_and_knows_the_methods_each_trains():
+    """The campaign expansion is the study's: the models a campaign trains, every declared one (an unused model is
+    still checked at dry-run time), and the methods trained on each, from the same runs the jobs are planned from."""
+    config = config_of("config/config.yaml", "config/campaigns/embedded.yaml")
+    config["models"]["unused"] = {"backend": "verl", "path": "Qwen/Qwen2.5-7B"}
+    study = Study.from_config(config)
+    assert list(study.declared_models) == ["tiny-qwen2", "tiny-qwen2-small", "unused"]
+    assert list(study.models) == ["tiny-qwen2", "tiny-qwen2-small"]
+    assert set(study.methods_trained_on("tiny-qwen2-small")) == {"baseline", "difffilter"}
+    assert list(study.methods_trained_on("tiny-qwen2")) == [name for name in study.methods
+                                                           if any(run.method == name and run.model == "tiny-qwen2"
+                                                                  for run in study.runs)]
+    assert study.methods_trained_on("unused") == {}
+    without_campaigns = Study.from_config(yaml.safe_load((REPO / "config/config.yaml").read_text()))
+    assert without_campaigns.methods_trained_on("tiny-qwen2") == without_campaigns.methods
+
+
 @pytest.mark.slow
 def test_the_campaign_path_runs_end_to_end_on_the_smoke_study(tmp_path):
     """The embedded overlay in smoke form (3 vs 6 steps, the smoke model's shape for the second model): every campaign

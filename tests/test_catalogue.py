@@ -11,11 +11,13 @@ import pytest
 import torch
 import yaml
 
-from dataflex_rl.config_checks import method_errors, resource_errors, semantic_errors
+from dataflex_rl.config_checks import method_errors, resource_errors, shape_errors, study_errors, training_errors
 from dataflex_rl.policies import build_mixture, build_response_policy, list_policies, registry
 from dataflex_rl.policies.batch import GroupBatch
 from dataflex_rl.policies.catalogue import CATALOGUE, OPTIONS, Param, PolicySpec, rounded_count, solve_rates
 from dataflex_rl.policies.selection import _count, difficulty_band
+from dataflex_rl.recipe import GRPOSettings
+from dataflex_rl.study import Study
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
@@ -184,17 +186,17 @@ def _config(**methods):
 
 
 def test_valid_configs_pass_and_a_matched_random_control_is_a_valid_control(tmp_path):
-    assert semantic_errors(SMOKE, REPO) == []
+    assert study_errors(Study.from_config(SMOKE), REPO) == []
     for name in ("config.yaml", "policies.yaml"):
         overlay = yaml.safe_load((REPO / "config" / name).read_text())
-        assert method_errors(_config(**overlay["methods"])) == []
+        assert method_errors(Study.from_config(_config(**overlay["methods"]))) == []
     config = _config(topk_random={"policy": "topk", "params": {"control": "random", "seed": 3},
                                   "control": "baseline"},
                      topk={"policy": "topk", "control": "topk_random"},
                      static={"policy": "static", "params": {"weights": {"math": 2, "logic": 1, "science": 1}}})
-    assert method_errors(config) == []
+    assert method_errors(Study.from_config(config)) == []
     config["methods"]["topk"]["control"] = "softmax"
-    assert method_errors(config) == [
+    assert method_errors(Study.from_config(config)) == [
         "methods.topk.control: 'softmax' runs policy 'softmax'; a selection method (topk) is compared with a method "
         "whose policy is baseline (or its own matched-random control) (DESIGN.md: baseline, or static for mixtures) "
         "— change the control"]
@@ -205,36 +207,60 @@ def test_hub_fallback_allows_a_missing_file_but_never_an_empty_one(tmp_path):
     names = config["benchmarks"]["names"]
     names[names.index("kinematics")] = "GPQA-Diamond"
     config["benchmarks"]["files"] = {"GPQA-Diamond": "gpqa.jsonl"}
-    assert semantic_errors(config, tmp_path) == [
+    assert study_errors(Study.from_config(config), tmp_path) == [
         "benchmarks.files.GPQA-Diamond: 'gpqa.jsonl' does not exist; put the file there, fix the path, or set "
         "`benchmarks.hub_fallback: true` to load it from the hub by name"]
     config["benchmarks"]["hub_fallback"] = True
-    assert semantic_errors(config, tmp_path) == []
+    assert study_errors(Study.from_config(config), tmp_path) == []
     (tmp_path / "gpqa.jsonl").write_text("")
-    assert semantic_errors(config, tmp_path) == [
+    assert study_errors(Study.from_config(config), tmp_path) == [
         "benchmarks.files.GPQA-Diamond: 'gpqa.jsonl' is empty; put the file there or fix the path"]
     (tmp_path / "gpqa.jsonl").write_text('{"question": "q", "answer": "A"}\n')
     config["benchmarks"]["hub_fallback"] = False
-    assert semantic_errors(config, tmp_path) == []
+    assert study_errors(Study.from_config(config), tmp_path) == []
+
+
+def test_a_checkpoint_interval_past_the_last_step_is_refused_unless_it_is_the_default():
+    """Writing the default interval out is leaving it out: a short run keeps it (it checkpoints at its end)."""
+    config = copy.deepcopy(SMOKE)
+    assert config["training"]["steps"] < GRPOSettings.checkpoint_every
+    assert training_errors(Study.from_config(config)) == []
+    config["training"]["checkpoint_every"] = GRPOSettings.checkpoint_every
+    assert training_errors(Study.from_config(config)) == []
+    config["training"]["checkpoint_every"] = 10
+    assert training_errors(Study.from_config(config)) == [
+        f"training.checkpoint_every: 10 > training.steps {config['training']['steps']}: the run would never "
+        f"checkpoint, so a preempted or failed job restarts from step 0; set it ≤ {config['training']['steps']}"]
+
+
+def test_unknown_policies_and_transforms_are_refused_before_the_study_is_resolved():
+    schema = yaml.safe_load((REPO / "config/schema.yaml").read_text())
+    config = _config(typo={"policy": "topkk"})
+    config["regimes"] = {"noisy": {"transform": "label_nosie", "fraction": 0.2}}
+    assert shape_errors(config, schema) == [
+        f"methods.typo.policy: unknown policy 'topkk'; did you mean 'topk'? (known: {', '.join(sorted(CATALOGUE))})",
+        "regimes.noisy: unknown transform 'label_nosie'; did you mean 'label_noise'? (known: label_noise, subset, "
+        "noisy_rewards, unbalanced, low_utility)"]
+    assert shape_errors(SMOKE, schema) == []
 
 
 def test_resource_errors_for_verl_batches_cpus_and_partitions():
     config = copy.deepcopy(SMOKE)
     config["models"] = {"qwen": {"backend": "verl", "path": "Qwen/Qwen2.5-7B"}}
     config["training"]["prompts_per_step"] = 50  # 250 responses: divisible by 5 and 10 GPUs, not by 8
-    assert resource_errors(config, {"train": {"gpu": 10, "threads": 8, "cpus_per_task": 8}}) == []
-    (batch,) = resource_errors(config, {"train": {"gpu": 8}})
+    assert resource_errors(Study.from_config(config), {"train": {"gpu": 10, "threads": 8, "cpus_per_task": 8}}) == []
+    (batch,) = resource_errors(Study.from_config(config), {"train": {"gpu": 8}})
     assert batch.startswith("training.prompts_per_step: 50 × training.rollouts 5 = 250 responses per step do not "
                             "divide over the train job's 8 GPUs")
     assert "use prompts_per_step 48 or 56, or a GPU count among [1, 2, 5, 10, 25, 50]" in batch
-    assert resource_errors(config, {"score": {"gpu": 1, "threads": 8, "cpus_per_task": 4}}) == [
+    assert resource_errors(Study.from_config(config), {"score": {"gpu": 1, "threads": 8, "cpus_per_task": 4}}) == [
         "resources of rule score: cpus_per_task=4 < threads=8 (threads_per_job or set-threads); the job would "
         "oversubscribe its CPUs — raise cpus_per_task or lower threads"]
     config["cluster"] = {"partitions": {"gpu": {"gpus_per_node": 8, "max_runtime": 1440}}}
     two_nodes = {"train": {"gpu": 10, "nodes": 2, "slurm_partition": "gpu", "runtime": 2880}}
-    assert resource_errors(config, two_nodes) == [
+    assert resource_errors(Study.from_config(config), two_nodes) == [
         "resources of rule train: runtime=2880 exceeds cluster.partitions.gpu.max_runtime = 1440 minutes; lower the "
         "request (profile set-resources or --set-resources) or use another partition"]
-    assert resource_errors(config, {"corpus": {"slurm_partition": "gpuu"}}) == [
+    assert resource_errors(Study.from_config(config), {"corpus": {"slurm_partition": "gpuu"}}) == [
         "resources of rule corpus: slurm_partition='gpuu' is not in cluster.partitions; did you mean 'gpu'? "
         "(known: gpu)"]

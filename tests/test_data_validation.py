@@ -21,9 +21,10 @@ from dataflex_rl.benchmarks.loaders import BenchmarkSizeWarning
 from dataflex_rl.tasks.corpus import benchmark_items, build_corpus
 from dataflex_rl.tasks.quarantine_gate import QuarantineGateError, check_quarantine
 from dataflex_rl.tasks.validation import (FILE_ANSWER_FORMATS, REASONS, BenchmarkContentWarning, DataValidationError,
-                                          FileReport, KeptRows, ValidationSettings, duplicate_items, file_problem,
-                                          item_problem, keep_valid, read_jsonl, settle, text_type_problem,
-                                          validated_benchmark_items)
+                                          FileReport, KeptRows, duplicate_items, file_problem, item_problem,
+                                          keep_valid, read_jsonl, settle, text_type_problem, validated_benchmark_items)
+from dataflex_rl.study import Study
+from dataflex_rl.tasks.validation_settings import ValidationSettings
 
 REPO = Path(__file__).resolve().parents[1]
 FORMATS = ("math", "multiple_choice", "exact", "knights_knaves")
@@ -163,7 +164,7 @@ def test_a_benchmark_row_quarantined_after_loading_is_removed_by_position(tmp_pa
     rows = [{"question": q, "answer": f"#### {a}"} for q, a in [("What is 2+3?", 5), ("", 1), ("What is 4*5?", 20)]]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     items, audit = validated_benchmark_items(lambda p: benchmark_items("GSM8K", 10, 0, path=p), "GSM8K", str(path),
-                                             ValidationSettings(), None)
+                                             ValidationSettings.for_section("benchmarks"), None)
     assert items["prompt"].tolist() == ["What is 2+3?", "What is 4*5?"]
     assert audit["files"][str(path)] == {"rows_in": 3, "rows_kept": 2, "rows_quarantined": 1,
                                          "quarantined_by_reason": {"missing_prompt": 1}}
@@ -312,16 +313,42 @@ def test_bad_data_files_through_the_corpus_and_benchmark_rules(tmp_path):
 # Issue 15: length caps, field types, duplicate benchmark items, unreadable files.
 
 def test_length_caps_have_generous_defaults_and_are_configurable():
-    corpus, benchmarks = ValidationSettings.for_corpus({}), ValidationSettings.for_benchmarks({})
+    corpus, benchmarks = ValidationSettings.for_section("corpus", {}), ValidationSettings.for_section("benchmarks", {})
     assert (corpus.max_prompt_chars, corpus.max_answer_chars) == (20_000, 2_000)
     assert (benchmarks.max_prompt_chars, benchmarks.max_answer_chars) == (20_000, 2_000)
     assert benchmarks.allow_duplicates is False
-    assert ValidationSettings.for_corpus({"max_answer_chars": 5}).max_answer_chars == 5
+    assert ValidationSettings.for_section("corpus", {"max_answer_chars": 5}).max_answer_chars == 5
     assert item_problem(item(prompt="x" * 1_000_000), FORMATS, 20_000, 2_000) == (
         "prompt_too_long", "1000000 characters > 20000")
     assert item_problem(item(answer="1" * 2_001), FORMATS, 20_000, 2_000) == (
         "answer_too_long", "2001 characters > 2000")
     assert item_problem(item(answer="1" * 2_000), FORMATS, 20_000, 2_000) is None  # the cap itself passes
+
+
+def test_writing_a_data_validation_default_out_is_leaving_it_out():
+    """Every default of a data_validation section lives in ValidationSettings: a section that writes its defaults out
+    resolves to the same settings, row checks and slices as one that leaves them out."""
+    defaults = {"corpus": {"max_quarantine_fraction": 0.05, "max_prompt_chars": 20_000, "max_answer_chars": 2_000},
+                "benchmarks": {"max_quarantine_fraction": 0.0, "max_prompt_chars": 20_000, "max_answer_chars": 2_000,
+                               "allow_duplicates": False}}
+    for section, written in defaults.items():
+        assert ValidationSettings.for_section(section, written) == ValidationSettings.for_section(section)
+        assert ValidationSettings.for_section(section, written).row_checks() == {}
+    assert ValidationSettings.for_section("benchmarks", {"allow_duplicates": True, "max_prompt_chars": 20_000,
+                                                         "max_answer_chars": 7}).row_checks() == {
+        "allow_duplicates": True, "max_answer_chars": 7}
+    assert ValidationSettings.for_section("corpus", {"max_prompt_tokens": 9, "max_quarantine_fraction": 0.2}
+                                          ).row_checks() == {}  # gates: in no slice
+    config = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
+    left_out = Study.from_config(config)
+    written_out = Study.from_config({**config, "data_validation": defaults})
+    assert written_out.data_validation == left_out.data_validation
+    assert written_out.clean_corpus_slice() == left_out.clean_corpus_slice()
+    changed = Study.from_config({**config, "data_validation": {"benchmarks": {"max_answer_chars": 7}}})
+    benchmark = config["benchmarks"]["names"][0]
+    assert changed.benchmark_slice(benchmark) == {**left_out.benchmark_slice(benchmark),
+                                                  "data_validation.benchmarks.max_answer_chars": 7}
+    assert changed.max_quarantine_fraction("benchmarks") == 0.0 and left_out.max_quarantine_fraction("corpus") == 0.05
 
 
 @pytest.mark.parametrize("value,found", [
@@ -345,7 +372,7 @@ def test_text_numbers_and_missing_values_are_not_type_errors(value):
 
 
 def _validate(name: str, path: Path, quarantine: Path | None = None, **section):
-    settings = ValidationSettings.for_benchmarks(section)
+    settings = ValidationSettings.for_section("benchmarks", section)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", BenchmarkSizeWarning)
         return validated_benchmark_items(lambda p: benchmark_items(name, 0, 0, path=p), name, str(path), settings,
@@ -487,7 +514,7 @@ def test_a_question_repeated_after_normalisation_is_refused_unless_allowed(tmp_p
     path, quarantine = tmp_path / "gsm8k.jsonl", tmp_path / "quarantine.jsonl"
     _jsonl(path, rows)
     items, audit = validated_benchmark_items(lambda p: benchmark_items("GSM8K", 0, 0, path=p), "GSM8K", str(path),
-                                             ValidationSettings.for_benchmarks({}), str(quarantine))
+                                             ValidationSettings.for_section("benchmarks", {}), str(quarantine))
     assert items["id"].tolist() == ["GSM8K-000000", "GSM8K-000001", "GSM8K-000004"]
     with pytest.raises(QuarantineGateError) as failure:  # the default benchmark threshold: no row may be lost
         check_quarantine(audit, "GSM8K.audit.json", "benchmarks", 0.0, "f")
@@ -498,7 +525,8 @@ def test_a_question_repeated_after_normalisation_is_refused_unless_allowed(tmp_p
     assert "the same question as item 'GSM8K-000000'" in quarantine.read_text()
     with pytest.warns(BenchmarkContentWarning, match="2 item.s. repeat an earlier question and are kept"):
         items, audit = validated_benchmark_items(lambda p: benchmark_items("GSM8K", 0, 0, path=p), "GSM8K", str(path),
-                                                 ValidationSettings.for_benchmarks({"allow_duplicates": True}), None)
+                                                 ValidationSettings.for_section("benchmarks", {"allow_duplicates": True}),
+                                                 None)
     assert len(items) == 5 and audit["duplicate_items_kept"] == 2 and len(audit["warnings"]) == 1
 
 
@@ -527,7 +555,7 @@ def test_procedural_stand_ins_repeat_no_question_and_keep_their_audit(tmp_path):
     already drops exact repeats, and no two of its questions differ only by whitespace or case."""
     for name in ("chain_sum", "syllogism", "family_relationships", "aiw", "letter_counting", "kinematics"):
         items = benchmark_items(name, 100, 1000)
-        kept, audit = validated_benchmark_items(lambda p: items, name, None, ValidationSettings.for_benchmarks({}),
+        kept, audit = validated_benchmark_items(lambda p: items, name, None, ValidationSettings.for_section("benchmarks"),
                                                 None)
         assert len(kept) == 100 and set(audit) == {"benchmark", "files", "quarantine"}, name
 

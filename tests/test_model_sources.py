@@ -15,6 +15,7 @@ import yaml
 from huggingface_hub import scan_cache_dir, try_to_load_from_cache
 from huggingface_hub.file_download import repo_folder_name
 
+from dataflex_rl.backends.model_spec import ModelSpec
 from dataflex_rl.backends.verl import model_source
 from hf_model_dir import save_hf_model_dir
 from dataflex_rl.backends.verl.model_source import missing_model_files, model_path_errors, model_path_notes
@@ -158,7 +159,7 @@ def test_a_records_only_study_looks_nothing_up(tmp_path, monkeypatch):
 
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path))
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
-    entry = {"backend": "verl", "path": HUB_NAME}
-    assert VerlBackend().config_errors("models.m", entry, tmp_path, True, {}) == []
-    assert VerlBackend().config_errors("models.m", entry, tmp_path, False, {})[0].startswith(
+    model = ModelSpec.from_entry("m", {"backend": "verl", "path": HUB_NAME})
+    assert VerlBackend().config_errors("models.m", model, tmp_path, True, {}) == []
+    assert VerlBackend().config_errors("models.m", model, tmp_path, False, {})[0].startswith(
         f"models.m.path: hub name '{HUB_NAME}' with HF_HUB_OFFLINE=1")

@@ -15,6 +15,7 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 from dataflex_rl.backends.embedded.memory import parameter_count, score_peak_mb, train_peak_mb
 from dataflex_rl.backends.embedded.settings import ModelShape
 from dataflex_rl.corpus_bound import corpus_rows_bound
+from dataflex_rl.study import CorpusSettings
 from dataflex_rl.tasks.corpus import build_corpus
 
 REPO = Path(__file__).resolve().parents[1]
@@ -26,13 +27,13 @@ SOURCES = ["basic_arithmetic", "chain_sum", "products", "gcd", "simple_equations
            "aiw", "letter_counting", "unit_conversion", "molar_mass", "kinematics"]
 
 
-def _corpus_config(items_per_domain: int, files=()) -> dict:
-    return {"corpus": {"sources": SOURCES, "items_per_domain": items_per_domain, "seed": 1, "files": list(files)}}
+def _corpus(items_per_domain: int, files=()) -> CorpusSettings:
+    return CorpusSettings(tuple(SOURCES), items_per_domain, seed=1, files=tuple(files))
 
 
 @pytest.mark.parametrize("items_per_domain, bound", [(10, 5 * 2 + 4 * 3 + 3 * 4), (60, 180), (7, 5 * 2 + 4 * 2 + 3 * 3)])
 def test_corpus_bound_counts_every_drawn_item_and_bounds_the_built_corpus(items_per_domain, bound):
-    rows, _ = corpus_rows_bound(_corpus_config(items_per_domain), Path("."), needed=10**9)
+    rows, _ = corpus_rows_bound(_corpus(items_per_domain), Path("."), needed=10**9)
     corpus, audit = build_corpus(SOURCES, items_per_domain, seed=1)
     assert rows == bound == sum(source["generated"] for source in audit["sources"].values())
     assert len(corpus) <= rows
@@ -43,12 +44,12 @@ def test_corpus_files_count_their_rows_only_when_the_sources_fall_short(tmp_path
                                       '{"prompt": "p3", "answer": "3"}')
     pd.DataFrame({"prompt": [f"q{i}" for i in range(11)], "answer": ["1"] * 11}).to_parquet(tmp_path / "b.parquet")
     files = [{"path": "a.jsonl"}, {"path": "b.parquet"}]
-    rows, made_of = corpus_rows_bound(_corpus_config(10, files), tmp_path, needed=10**9)
+    rows, made_of = corpus_rows_bound(_corpus(10, files), tmp_path, needed=10**9)
     assert rows == 34 + 3 + 11
     assert made_of.endswith("corpus.files[0] 'a.jsonl': 3; corpus.files[1] 'b.parquet': 11")
-    assert corpus_rows_bound(_corpus_config(10, files), tmp_path, needed=34) == (34, made_of.split(";")[0])
+    assert corpus_rows_bound(_corpus(10, files), tmp_path, needed=34) == (34, made_of.split(";")[0])
     (tmp_path / "b.parquet").write_text("not parquet")
-    assert corpus_rows_bound(_corpus_config(10, files), tmp_path, needed=10**9) is None  # its own check reports it
+    assert corpus_rows_bound(_corpus(10, files), tmp_path, needed=10**9) is None  # its own check reports it
 
 
 @pytest.mark.parametrize("shape", [ModelShape(), ModelShape(hidden_size=64, intermediate_size=96, num_hidden_layers=3,

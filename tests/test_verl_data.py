@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from dataflex_rl.backends.base import get_backend
 from dataflex_rl.backends.embedded.rewards import rollout_rewards
@@ -17,13 +18,17 @@ from dataflex_rl.backends.verl.checkpoints import TRACKER_FILE, remove_supersede
 from dataflex_rl.backends.verl.job import VerlRunJob
 from dataflex_rl.backends.verl.launch import VerlRunError, metrics_frame, read_verl_metrics, run_verl, train_verl_run
 from dataflex_rl.backends.verl.reward import compute_score
-from dataflex_rl.config_checks import model_errors
+from dataflex_rl.backends.model_spec import ModelSpec
+from dataflex_rl.config_checks import model_errors, policy_errors
 from dataflex_rl.methods import MethodSpec
+from dataflex_rl.policies.catalogue import CATALOGUE
 from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.regimes.noisy_rewards import NOISY_REWARD_KEY
 from dataflex_rl.report.figures import training_curves
+from dataflex_rl.study import Study
 from dataflex_rl.tasks.corpus import build_corpus
 
+SMOKE = yaml.safe_load((Path(__file__).resolve().parents[1] / "config/smoke.yaml").read_text())
 PAPER_TEMPLATE = "{question}\nPlease reason step by step, and put your final answer within \\boxed{{}}.\nAnswer:"
 SOURCES = ["basic_arithmetic", "syllogism", "molar_mass"]
 NOISY_ROW = 2
@@ -299,15 +304,19 @@ def test_a_verl_train_job_without_gpus_is_refused(tmp_path, gpus):
 
 
 def test_prompt_selection_methods_are_refused_on_a_verl_model_naming_each(tmp_path):
-    methods = {"baseline": {"policy": "baseline"}, "gradalign": {"policy": "gradalign", "control": "baseline"},
-               "topk": {"policy": "topk", "control": "baseline"}, "simacc": {"policy": "simacc"},
-               "typo": {"policy": "gradalgn"}}
-    errors = get_backend("verl").config_errors("models.qwen", {"backend": "verl", "path": "Qwen/Qwen2.5-7B"},
-                                               tmp_path, False, methods)
+    entries = {"baseline": {"policy": "baseline"}, "gradalign": {"policy": "gradalign", "control": "baseline"},
+               "topk": {"policy": "topk", "control": "baseline"}, "simacc": {"policy": "simacc"}}
+    methods = {name: MethodSpec(name, entry["policy"], {}, CATALOGUE[entry["policy"]].family, entry.get("control"))
+               for name, entry in entries.items()}
+    qwen = ModelSpec.from_entry("qwen", {"backend": "verl", "path": "Qwen/Qwen2.5-7B"})
+    errors = get_backend("verl").config_errors("models.qwen", qwen, tmp_path, False, methods)
     assert [e.split(":")[0] for e in errors] == ["methods.gradalign.policy", "methods.simacc.policy"]
     assert "'gradalign' is a prompt_selection method, which the verl backend (models.qwen) does not run" in errors[0]
-    assert get_backend("embedded").config_errors("models.tiny", {"backend": "embedded"}, tmp_path, False,
-                                                 methods) == []
+    tiny = ModelSpec.from_entry("tiny", {"backend": "embedded"})
+    assert get_backend("embedded").config_errors("models.tiny", tiny, tmp_path, False, methods) == []
+    # a policy not in the catalogue is refused before the study is resolved, so no backend sees it
+    assert [e.split(":")[0] for e in policy_errors({**entries, "typo": {"policy": "gradalgn"}})] == [
+        "methods.typo.policy"]
 
 
 @pytest.mark.parametrize("campaigns, refused", [
@@ -319,9 +328,10 @@ def test_prompt_selection_methods_are_refused_on_a_verl_model_naming_each(tmp_pa
      ["methods.gradalign.policy"]),  # a campaign naming no models trains them all
 ])
 def test_a_prompt_selection_is_refused_only_where_a_campaign_trains_it_on_a_verl_model(tmp_path, campaigns, refused):
-    config = {"models": {"tiny": {"backend": "embedded"}, "qwen": {"backend": "verl", "path": "Qwen/Qwen2.5-7B"}},
+    config = {**SMOKE,
+              "models": {"tiny": {"backend": "embedded"}, "qwen": {"backend": "verl", "path": "Qwen/Qwen2.5-7B"}},
               "methods": {"baseline": {"policy": "baseline"}, "topk": {"policy": "topk", "control": "baseline"},
                           "gradalign": {"policy": "gradalign", "control": "baseline"}}}
     if campaigns:
         config["campaigns"] = campaigns
-    assert [error.split(":")[0] for error in model_errors(config, tmp_path)] == refused
+    assert [error.split(":")[0] for error in model_errors(Study.from_config(config), tmp_path)] == refused

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from dataflex_rl.backends.base import get_backend
+from dataflex_rl.backends.model_spec import ModelSpec
 from dataflex_rl.backends.verl.job import VerlRunJob
 from dataflex_rl.backends.verl.overrides import RunFiles, run_overrides, verl_command
 from dataflex_rl.policies.catalogue import CATALOGUE
@@ -129,8 +130,8 @@ BATCHES = [(64, 5, 8), (64, 5, 5), (50, 5, 8), (64, 5, 6), (4, 4, 5), (3, 2, 6),
 @pytest.mark.parametrize("prompts, rollouts, gpus", BATCHES)
 def test_the_dry_runs_batch_check_predicts_verls_refusal(tmp_path, prompts, rollouts, gpus):
     training = replace(GRPOSettings(), prompts_per_step=prompts, rollouts=rollouts)
-    predicted = get_backend("verl").train_resource_errors("models.qwen", {"backend": "verl", "path": "m"}, training,
-                                                          {"gpu": gpus}, None)
+    model = ModelSpec.from_entry("qwen", {"backend": "verl", "path": "m"})
+    predicted = get_backend("verl").train_resource_errors("models.qwen", model, training, {"gpu": gpus}, None)
     cfg = _compose(run_overrides("m", training, 1, gpus=gpus, cpus=2, files=_files(tmp_path), attention="sdpa"))
     if predicted:
         with pytest.raises(AssertionError, match=str(gpus)):

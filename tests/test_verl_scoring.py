@@ -15,11 +15,13 @@ import yaml
 from dataflex_rl.backends.base import Answer, get_backend
 from dataflex_rl.backends.embedded.model import build_model, save_model, train_tokenizer
 from dataflex_rl.backends.embedded.settings import ModelShape
+from dataflex_rl.backends.model_spec import ModelSpec
 from dataflex_rl.backends.verl import scoring
 from dataflex_rl.backends.verl.merge import actor_checkpoint, merge_command, merge_run
 from dataflex_rl.backends.verl.backend import ROLLOUT_PLACEHOLDERS
 from dataflex_rl.backends.verl.overrides import RunFiles, run_overrides
 from dataflex_rl.evaluate.scoring import score_items
+from dataflex_rl.evaluate.settings import EvaluationSettings
 from dataflex_rl.layout import PROVENANCE
 from dataflex_rl.provenance import DamagedArtefactError, verified_input, write_provenance
 from dataflex_rl.recipe import GRPOSettings
@@ -134,8 +136,8 @@ def test_score_records_gain_the_engines_columns_and_keep_their_own():
 @pytest.mark.parametrize("resources, refused", [({}, True), ({"gpu": 0}, True), ({"gpu": 1}, False),
                                                 ({"gpu": 4, "mem_mb": 1000}, False)])
 def test_a_verl_score_job_without_a_gpu_is_refused(resources, refused):
-    errors = get_backend("verl").score_resource_errors("models.qwen", {"backend": "verl", "path": "Qwen/Qwen2.5-7B"},
-                                                       512, 4096, resources)
+    model = ModelSpec.from_entry("qwen", {"backend": "verl", "path": "Qwen/Qwen2.5-7B"})
+    errors = get_backend("verl").score_resource_errors("models.qwen", model, 512, 4096, resources)
     assert bool(errors) == refused
     if refused:
         assert errors[0].startswith(f"resources of rule score: gpu={resources.get('gpu', 0)}, but models.qwen "
@@ -207,9 +209,9 @@ def test_the_merge_job_writes_the_runs_weights_as_a_verified_hugging_face_direct
 
 
 @pytest.mark.parametrize("evaluation, engine, sampling", [
-    ({"max_new_tokens": 4096, "batch_size": 512, "temperature": 0.0}, "max_model_len=5120", "temperature=0.0, top_p=1.0, "
+    (EvaluationSettings(max_new_tokens=4096, batch_size=512, temperature=0.0), "max_model_len=5120", "temperature=0.0, top_p=1.0, "
      "max_tokens=4096, n=1, seed=0, stop_token_ids=['<eos>', \"<chat template's turn end>\"]"),
-    ({"max_new_tokens": 8, "batch_size": 4, "temperature": 0.5, "seed": 3}, "max_model_len=1032",
+    (EvaluationSettings(max_new_tokens=8, batch_size=4, temperature=0.5, seed=3), "max_model_len=1032",
      "temperature=0.5, top_p=1.0, max_tokens=8, n=1, seed=3, stop_token_ids=['<eos>', \"<chat template's turn end>\"]")])
 def test_the_dry_run_summary_names_the_merge_and_vllm_settings(evaluation, engine, sampling):
     *train, merge, score = get_backend("verl").job_commands(GRPOSettings(), evaluation, {})
@@ -226,7 +228,7 @@ def test_the_dry_run_summary_shows_verls_train_command_with_the_jobs_resources()
     """The train lines are the command the job runs (dataflex_rl.backends.verl.launch), with the merged resources'
     GPUs and CPUs, wrapped: joined again they are verl's entry point and every override in order."""
     training = GRPOSettings(prompts_per_step=64, rollouts=5)
-    lines = get_backend("verl").job_commands(training, {"max_new_tokens": 8, "temperature": 0.0},
+    lines = get_backend("verl").job_commands(training, EvaluationSettings(max_new_tokens=8, temperature=0.0),
                                              {"train": {"gpu": 8, "cpus_per_task": 40}})
     command = " ".join(line.strip() for line in lines[1:-2]).split()
     overrides = run_overrides("<models.<m>.path>", training, "<seed>", gpus=8, cpus=40,

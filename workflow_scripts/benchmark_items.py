@@ -2,7 +2,8 @@ from dataflex_rl.atomic import write_json, write_parquet
 from dataflex_rl.benchmarks.loaders import local_source
 from dataflex_rl.job_log import job_log
 from dataflex_rl.tasks.corpus import benchmark_items
-from dataflex_rl.tasks.validation import ValidationSettings, validated_benchmark_items
+from dataflex_rl.tasks.validation import validated_benchmark_items
+from dataflex_rl.tasks.validation_settings import ValidationSettings
 
 with job_log(snakemake.log[0]):
     path = local_source(snakemake.params.path, snakemake.params.hub_fallback)
@@ -16,7 +17,7 @@ with job_log(snakemake.log[0]):
         ),
         snakemake.wildcards.benchmark,
         path,
-        ValidationSettings.for_benchmarks(snakemake.params.validation),
+        ValidationSettings.for_section("benchmarks", snakemake.params.validation),
         snakemake.params.quarantine,
     )
     write_parquet(snakemake.output.parquet, items)

@@ -1,11 +1,11 @@
 from dataflex_rl.atomic import write_json, write_parquet
 from dataflex_rl.job_log import job_log
 from dataflex_rl.tasks.corpus import build_corpus
-from dataflex_rl.tasks.validation import ValidationSettings
+from dataflex_rl.tasks.validation_settings import ValidationSettings
 
 with job_log(snakemake.log[0]):
     p = snakemake.params
     corpus, audit = build_corpus(p.sources, p.items_per_domain, p.seed, files=p.files,
-                                 settings=ValidationSettings.for_corpus(p.validation), quarantine=p.quarantine)
+                                 settings=ValidationSettings.for_section("corpus", p.validation), quarantine=p.quarantine)
     write_parquet(snakemake.output.corpus, corpus)
     write_json(snakemake.output.audit, audit)

@@ -9,9 +9,15 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping, NamedTuple, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Protocol, Sequence
 
 from dataflex_rl.recipe import GRPOSettings
+
+if TYPE_CHECKING:
+    from dataflex_rl.methods import MethodSpec
+    from dataflex_rl.prompt_selection.candidates import SelectionSize
+    from dataflex_rl.backends.model_spec import ModelSpec
+    from dataflex_rl.evaluate.settings import EvaluationSettings
 
 
 class Answer(NamedTuple):
@@ -49,26 +55,26 @@ class Backend(Protocol):
         """Of a model's `settings` (model_settings), those its base's artefacts depend on, and those a trained run's
         result depends on beyond them; a setting in neither (a memory share) changes no artefact."""
 
-    def config_errors(self, key: str, entry: Mapping[str, Any], workdir: Path, records_only: bool,
-                      methods: Mapping[str, Mapping[str, Any]]) -> list[str]:
-        """Why a `models.<m>` entry (at config key `key`), or one of the study's `methods` on it, cannot run on this
+    def config_errors(self, key: str, model: ModelSpec, workdir: Path, records_only: bool,
+                      methods: Mapping[str, MethodSpec]) -> list[str]:
+        """Why a model (at config key `key`), or one of the `methods` the study trains on it, cannot run on this
         backend, each naming the key and fix."""
 
-    def model_notes(self, key: str, entry: Mapping[str, Any], workdir: Path) -> list[str]:
-        """Lines for the dry-run summary on where a `models.<m>` entry's model comes from that are worth a look but
+    def model_notes(self, key: str, model: ModelSpec, workdir: Path) -> list[str]:
+        """Lines for the dry-run summary on where a model (at config key `key`) comes from that are worth a look but
         not a refusal (verl: a hub name the jobs will download); [] for none."""
 
-    def train_resource_errors(self, key: str, entry: Mapping[str, Any], training: GRPOSettings,
+    def train_resource_errors(self, key: str, model: ModelSpec, training: GRPOSettings,
                               resources: Mapping[str, Any], prompt_cap: Mapping[str, Any] | None,
-                              selection: Any = None) -> list[str]:
-        """Why a train job of model `entry` (at config key `key`) with these `training` settings, on prompts of up to
+                              selection: SelectionSize | None = None) -> list[str]:
+        """Why a train job of `model` (at config key `key`) with these `training` settings, on prompts of up to
         `prompt_cap` (dataflex_rl.tasks.training_fit; None where the backend caps its own), cannot run with its merged
         `resources` on this backend. `selection`: the study's largest prompt-selection round
         (prompt_selection.candidates.SelectionSize: candidates and rollouts per prompt), None without one."""
 
-    def score_resource_errors(self, key: str, entry: Mapping[str, Any], batch_size: int, max_new_tokens: int,
+    def score_resource_errors(self, key: str, model: ModelSpec, batch_size: int, max_new_tokens: int,
                               resources: Mapping[str, Any]) -> list[str]:
-        """Why a score job of model `entry`, decoding `batch_size` prompts at a time (evaluation.batch_size) up to
+        """Why a score job of `model`, decoding `batch_size` prompts at a time (evaluation.batch_size) up to
         `max_new_tokens`, cannot run with its merged `resources` on this backend."""
 
     def build_base_model(self, model: Mapping[str, Any], *, corpus, out_dir, template: str, threads: int,
@@ -92,10 +98,10 @@ class Backend(Protocol):
         """Load a model directory (a base or a trained run's) for scoring; None: the untrained `path` itself. `gpus`:
         the score job's `gpu` resource (0 where it has none)."""
 
-    def job_commands(self, training: GRPOSettings, evaluation: Mapping[str, Any],
+    def job_commands(self, training: GRPOSettings, evaluation: EvaluationSettings,
                      resources: Mapping[str, Mapping[str, Any]]) -> list[str]:
         """What the backend's own jobs run, for the dry-run summary: lines naming the job and its command, with the
-        study's `training` settings, its scoring settings (`evaluation`: EvaluationSettings.scoring) and the merged
+        study's `training` and `evaluation` settings and the merged
         resources per rule (`resources`), placeholders in <> for what varies per job."""
 
     def job_resources(self, rule: str) -> dict[str, Any]:

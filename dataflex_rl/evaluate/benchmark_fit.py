@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from dataflex_rl.tasks.prompting import render_item_prompt
 from dataflex_rl.tasks.token_caps import CappedText, answer_lengths, answer_token_cap, check_token_cap, token_cap
+from dataflex_rl.tasks.validation_settings import ValidationSettings
 
 if TYPE_CHECKING:  # the rules import this module while the DAG is built, which must not load pandas
     import pandas as pd
@@ -26,16 +27,16 @@ BENCHMARK_ANSWERS = CappedText("data_validation.benchmarks.max_answer_tokens", B
 
 
 def benchmark_token_caps(model_key: str, model: Mapping[str, Any], max_new_tokens: int,
-                         section: Mapping[str, Any]) -> dict[str, Any] | None:
+                         section: ValidationSettings) -> dict[str, Any] | None:
     """The prompt and answer caps of a score job of a model of `model` settings answering in up to `max_new_tokens`
-    (evaluation.max_new_tokens), from the config section `data_validation.benchmarks`; None for a model without a
+    (evaluation.max_new_tokens), configured in `data_validation.benchmarks` (`section`); None for a model without a
     built shape (verl)."""
     prompt = token_cap(BENCHMARK_PROMPTS, model_key, model, f"evaluation.max_new_tokens {max_new_tokens}",
-                       max_new_tokens, section.get("max_prompt_tokens"))
+                       max_new_tokens, section.max_prompt_tokens)
     if prompt is None:
         return None
     return {"prompt": prompt,
-            "answer": answer_token_cap(BENCHMARK_ANSWERS, model_key, model, section.get("max_answer_tokens"))}
+            "answer": answer_token_cap(BENCHMARK_ANSWERS, model_key, model, section.max_answer_tokens)}
 
 
 def check_benchmark_tokens(tokenizer, items: pd.DataFrame, template: str, caps: Mapping[str, Any] | None,

@@ -26,7 +26,7 @@ from dataflex_rl.stats.seeds import detectable_effects, seed_sufficiency
 from dataflex_rl.stats.sensitivity import (benchmark_means, domain_tradeoffs, evaluation_sensitivity, method_means,
                                            summary_spearman_matrix)
 from dataflex_rl.stats.summaries import math_heavy_benchmarks, run_summaries, summary_columns
-from dataflex_rl.study import EvaluationSettings
+from dataflex_rl.evaluate.settings import EvaluationSettings
 
 RUN_LEVEL_EXTRAS = ("base_model", "campaign", "regime", "source_run_id", "steps")
 

@@ -15,8 +15,9 @@ from dataflex_rl.benchmarks.paths import benchmark_paths
 from dataflex_rl.benchmarks.registry import Benchmark, get_benchmark, get_source
 from dataflex_rl.benchmarks.sources import generate_items
 from dataflex_rl.items import CORPUS_COLUMNS, DOMAINS
-from dataflex_rl.tasks.validation import (FILE_ANSWER_FORMATS, FileReport, KeptRows, ValidationSettings, as_text,
-                                          file_problem, keep_valid, read_jsonl, settle, text_type_problem)
+from dataflex_rl.tasks.validation import (FILE_ANSWER_FORMATS, FileReport, KeptRows, as_text, file_problem,
+                                          keep_valid, read_jsonl, settle, text_type_problem)
+from dataflex_rl.tasks.validation_settings import ValidationSettings
 
 
 def drop_exact_duplicates(items: pd.DataFrame) -> tuple[pd.DataFrame, int]:
@@ -100,7 +101,7 @@ def load_corpus_file(spec: CorpusFile, kept: KeptRows, settings: ValidationSetti
 
 
 def build_corpus(source_names: list[str], items_per_domain: int, seed: int, files: Sequence[dict] = (),
-                 settings: ValidationSettings = ValidationSettings.for_corpus({}),
+                 settings: ValidationSettings = ValidationSettings.for_section("corpus"),
                  quarantine: str | None = None) -> tuple[pd.DataFrame, dict]:
     """Draw every source's share of its domain's budget, drop exact duplicate prompts (generators repeat), then add
     the rows of the researcher's `files` (config corpus.files) that pass validation; the others are written to

@@ -12,11 +12,6 @@ from typing import Any, Mapping
 
 from dataflex_rl.gates import DATA_FINGERPRINT
 
-# Defaults per data_validation section. A benchmark that loses an item changes its denominator: by default any
-# quarantined benchmark row stops the study.
-MAX_QUARANTINE_FRACTION = {"corpus": 0.05, "benchmarks": 0.0}
-
-
 class QuarantineGateError(ValueError):
     """A data file lost a larger share of its rows to quarantine than its section's threshold allows."""
 

@@ -31,6 +31,7 @@ from dataflex_rl.benchmarks.loaders import UNREADABLE_ROWS
 from dataflex_rl.benchmarks.paths import benchmark_paths
 from dataflex_rl.formats import FORMATS
 from dataflex_rl.items import DOMAINS, item_metadata, wrong_type
+from dataflex_rl.tasks.validation_settings import ValidationSettings
 
 # The reason codes a quarantined row can carry (docs/refusals.md shows an example and the detail text of each).
 REASONS = ("invalid_utf8", "malformed_json", "wrong_type", "inconsistent_row", "missing_prompt", "missing_answer",
@@ -40,36 +41,8 @@ REASONS = ("invalid_utf8", "malformed_json", "wrong_type", "inconsistent_row", "
 # Formats a training corpus file may declare (config/schema.yaml lists the same): not `procedural`, whose scorer needs
 # the generators' metadata.
 FILE_ANSWER_FORMATS = tuple(name for name, answer_format in FORMATS.items() if answer_format.in_corpus_files)
-# Length caps (characters) of a row's prompt and gold answer, corpus files and benchmarks alike: far above every
-# procedural item and every item of the public real benchmark files (the longest: an OlympiadBench question of 4,415
-# characters, an OlympiadBench gold of 202), far below a runaway row (a 1 MB prompt makes the tokenizer build take
-# minutes).
-MAX_PROMPT_CHARS = 20_000
-MAX_ANSWER_CHARS = 2_000
-
-
 class DataValidationError(ValueError):
     """A data file cannot be read, or keeps no usable row."""
-
-
-@dataclass(frozen=True)
-class ValidationSettings:
-    """The row checks of a data job: the length caps, and whether a benchmark may hold the same question twice."""
-
-    max_prompt_chars: int | None = None
-    max_answer_chars: int | None = None
-    allow_duplicates: bool = False
-
-    @classmethod
-    def for_corpus(cls, section: Mapping) -> "ValidationSettings":
-        """From the config section `data_validation.corpus` (its row checks: dataflex_rl.study.row_checks)."""
-        return cls(section.get("max_prompt_chars", MAX_PROMPT_CHARS), section.get("max_answer_chars", MAX_ANSWER_CHARS))
-
-    @classmethod
-    def for_benchmarks(cls, section: Mapping) -> "ValidationSettings":
-        """From the config section `data_validation.benchmarks` (its row checks)."""
-        return cls(section.get("max_prompt_chars", MAX_PROMPT_CHARS), section.get("max_answer_chars", MAX_ANSWER_CHARS),
-                   section.get("allow_duplicates", False))
 
 
 class BenchmarkContentWarning(UserWarning):

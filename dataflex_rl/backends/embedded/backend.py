@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Collection, Mapping
 
 from dataflex_rl.backends.embedded.memory import parameter_count, score_peak_mb, train_peak_mb
 from dataflex_rl.prompt_selection.candidates import SelectionSize
@@ -13,16 +13,21 @@ from dataflex_rl.backends.embedded.settings import ModelShape, WarmupSettings
 from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.sections import filled
 
+if TYPE_CHECKING:
+    from dataflex_rl.methods import MethodSpec
+    from dataflex_rl.backends.model_spec import ModelSpec
+    from dataflex_rl.evaluate.settings import EvaluationSettings
 
-def shape_errors(key: str, section: Mapping[str, Any]) -> list[str]:
+
+def shape_errors(key: str, shape: ModelShape, written: Collection[str]) -> list[str]:
     """What the Qwen2 model (transformers' modeling_qwen2) needs of its shape and does not check itself: grouped-query
     attention shares each key-value head among num_attention_heads / num_key_value_heads query heads (repeat_kv); each
     head gets hidden_size // num_attention_heads dimensions, silently floored; and rotary embeddings rotate pairs of
-    them (rotate_half), which an odd head dimension breaks in the first forward pass."""
-    shape = filled(ModelShape, section)
+    them (rotate_half), which an odd head dimension breaks in the first forward pass. `written`: the shape keys the
+    config writes (the others are named as defaults)."""
 
     def named(field: str) -> str:
-        return f"{key}.{field} {getattr(shape, field)}" + ("" if field in section else " (the default)")
+        return f"{key}.{field} {getattr(shape, field)}" + ("" if field in written else " (the default)")
 
     heads, kv_heads, hidden = shape.num_attention_heads, shape.num_key_value_heads, shape.hidden_size
     pair = 2 * heads  # a hidden_size that is a multiple of this gives every head an even dimension
@@ -73,26 +78,27 @@ class EmbeddedBackend:
     def result_settings(self, settings: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         return dict(settings), {}  # the shape and the warm-up make the base, which every run trains from
 
-    def config_errors(self, key: str, entry: Mapping[str, Any], workdir: Path, records_only: bool,
-                      methods: Mapping[str, Mapping[str, Any]]) -> list[str]:
-        errors = shape_errors(f"{key}.shape", entry.get("shape") or {})
-        if "path" in entry:
-            errors.insert(0, f"{key}.path: {entry['path']!r} — the embedded backend builds its model from `shape` and "
+    def config_errors(self, key: str, model: ModelSpec, workdir: Path, records_only: bool,
+                      methods: Mapping[str, MethodSpec]) -> list[str]:
+        written = model.written
+        errors = shape_errors(f"{key}.shape", ModelShape(**model.shape), written.get("shape") or {})
+        if "path" in written:
+            errors.insert(0, f"{key}.path: {written['path']!r} — the embedded backend builds its model from `shape` and "
                              f"`warmup` and reads no path; remove it or set `backend: verl`")
-        if "rollout" in entry:
+        if "rollout" in written:
             errors.append(f"{key}.rollout: only the verl backend runs a vLLM rollout engine; the embedded backend "
                           f"samples in its own loop — remove it or set `backend: verl`")
         return errors
 
-    def model_notes(self, key: str, entry: Mapping[str, Any], workdir: Path) -> list[str]:
+    def model_notes(self, key: str, model: ModelSpec, workdir: Path) -> list[str]:
         return []
 
-    def train_resource_errors(self, key: str, entry: Mapping[str, Any], training: GRPOSettings,
+    def train_resource_errors(self, key: str, model: ModelSpec, training: GRPOSettings,
                               resources: Mapping[str, Any], prompt_cap: Mapping[str, Any] | None,
                               selection: SelectionSize | None = None) -> list[str]:
         """The train job's `mem_mb` against its estimated peak, with every prompt at `prompt_cap`, the longest its
         corpus is let through (dataflex_rl.tasks.training_fit), and the study's largest prompt-selection round."""
-        shape = filled(ModelShape, entry.get("shape"))
+        shape = ModelShape(**model.shape)
         estimate = train_peak_mb(shape, training.prompts_per_step, training.rollouts, training.max_new_tokens,
                                  prompt_cap["tokens"], selection)
         batch = (f"training.prompts_per_step {training.prompts_per_step} × training.rollouts {training.rollouts} "
@@ -104,12 +110,12 @@ class EmbeddedBackend:
         return _memory_errors("train", key, shape, batch, prompts, estimate, resources,
                               "lower training.prompts_per_step or training.rollouts")
 
-    def score_resource_errors(self, key: str, entry: Mapping[str, Any], batch_size: int, max_new_tokens: int,
+    def score_resource_errors(self, key: str, model: ModelSpec, batch_size: int, max_new_tokens: int,
                               resources: Mapping[str, Any]) -> list[str]:
         """The score job's `mem_mb` against its estimated peak, with every prompt at the longest its benchmarks are let
         through (dataflex_rl.evaluate.benchmark_fit): what the positions leave beside an answer, the default and the
         largest the dry run allows of data_validation.benchmarks.max_prompt_tokens."""
-        shape = filled(ModelShape, entry.get("shape"))
+        shape = ModelShape(**model.shape)
         prompt_tokens = shape.max_position_embeddings - max_new_tokens
         estimate = score_peak_mb(shape, batch_size, max_new_tokens, prompt_tokens)
         batch = f"evaluation.batch_size {batch_size} answers of up to evaluation.max_new_tokens {max_new_tokens}"
@@ -118,7 +124,7 @@ class EmbeddedBackend:
                    "lets through)")
         return _memory_errors("score", key, shape, batch, prompts, estimate, resources, "lower evaluation.batch_size")
 
-    def job_commands(self, training: GRPOSettings, evaluation: Mapping[str, Any],
+    def job_commands(self, training: GRPOSettings, evaluation: EvaluationSettings,
                      resources: Mapping[str, Mapping[str, Any]]) -> list[str]:
         return []
 

@@ -8,7 +8,7 @@ import sys
 import textwrap
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from dataflex_rl.backends.verl.model_source import model_path_errors, model_path_notes
 from dataflex_rl.backends.verl.model_heads import model_heads, tensor_parallel_problem
@@ -17,6 +17,11 @@ from dataflex_rl.methods import MethodSpec
 from dataflex_rl.policies.catalogue import CATALOGUE
 from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.sections import filled
+
+if TYPE_CHECKING:
+    from dataflex_rl.prompt_selection.candidates import SelectionSize
+    from dataflex_rl.backends.model_spec import ModelSpec
+    from dataflex_rl.evaluate.settings import EvaluationSettings
 
 # Policy families the verl trainer does not run: a prompt selection's rounds decode and differentiate candidate
 # prompts outside the training step, which the plugin's trainer has no seam for in this version.
@@ -50,6 +55,11 @@ STOP_PLACEHOLDER = ["<eos>", "<chat template's turn end>"]
 ROLLOUT_PLACEHOLDERS = RolloutSettings(**{name: f"<models.<m>.rollout.{name}>" for name in asdict(RolloutSettings())})
 
 
+def _rollout(model: ModelSpec) -> RolloutSettings:
+    """A verl model's rollout engine settings (its `settings`, defaults filled in: model_settings)."""
+    return RolloutSettings(**model.settings["rollout"])
+
+
 def _arguments(values: Mapping[str, Any]) -> str:
     return ", ".join(f"{key}={value}" for key, value in values.items())
 
@@ -71,28 +81,28 @@ class VerlBackend:
         return ({"backend": settings["backend"], "path": settings["path"]},
                 {"rollout": {key: rollout[key] for key in RESULT_SETTINGS}})
 
-    def config_errors(self, key: str, entry: Mapping[str, Any], workdir: Path, records_only: bool,
-                      methods: Mapping[str, Mapping[str, Any]]) -> list[str]:
-        errors = [f"methods.{name}.policy: {method['policy']!r} is a {CATALOGUE[method['policy']].family} method, "
+    def config_errors(self, key: str, model: ModelSpec, workdir: Path, records_only: bool,
+                      methods: Mapping[str, MethodSpec]) -> list[str]:
+        errors = [f"methods.{name}.policy: {method.policy!r} is a {CATALOGUE[method.policy].family} method, "
                   f"which the verl backend ({key}) does not run in this version: its selection rounds score candidate "
                   f"prompts with extra rollouts and gradients outside verl's training step — remove the method, or "
                   f"run it on an embedded model"
-                  for name, method in methods.items()
-                  if method.get("policy") in CATALOGUE and CATALOGUE[method["policy"]].family in UNSUPPORTED_FAMILIES]
-        if "path" not in entry:
+                  for name, method in methods.items() if CATALOGUE[method.policy].family in UNSUPPORTED_FAMILIES]
+        if "path" not in model.written:
             errors.append(f"{key}.path: missing; the verl backend needs the base model's local path or hub name "
                           f"(e.g. Qwen/Qwen2.5-7B)")
         elif not records_only:
-            errors += model_path_errors(f"{key}.path", entry["path"], workdir)
+            errors += model_path_errors(f"{key}.path", model.path, workdir)
         return errors + [f"{key}.{section}: only the embedded backend builds its model from `{section}`; the verl "
-                         f"backend loads `path` — remove it" for section in ("shape", "warmup") if section in entry]
+                         f"backend loads `path` — remove it" for section in ("shape", "warmup")
+                         if section in model.written]
 
-    def model_notes(self, key: str, entry: Mapping[str, Any], workdir: Path) -> list[str]:
-        return model_path_notes(f"{key}.path", entry["path"], workdir)
+    def model_notes(self, key: str, model: ModelSpec, workdir: Path) -> list[str]:
+        return model_path_notes(f"{key}.path", model.path, workdir)
 
-    def train_resource_errors(self, key: str, entry: Mapping[str, Any], training: GRPOSettings,
+    def train_resource_errors(self, key: str, model: ModelSpec, training: GRPOSettings,
                               resources: Mapping[str, Any], prompt_cap: Mapping[str, Any] | None,
-                              selection=None) -> list[str]:
+                              selection: SelectionSize | None = None) -> list[str]:
         """The step's batch over the GPUs (`_batch_errors`), the rollout's tensor parallelism over the GPUs and the
         model's heads (`_rollout_errors`), then, where those pass, verl's own check of the train command's overrides
         (`_verl_config_errors`)."""
@@ -102,8 +112,8 @@ class VerlBackend:
                     f"override from the profile's set-resources or --set-resources, or set "
                     f"{key}.resources.train.gpu)"]
         errors = (self._batch_errors(training, int(resources["gpu"]))
-                  + self._rollout_errors(key, entry, int(resources["gpu"])))
-        return errors or self._verl_config_errors(key, entry, training, resources)
+                  + self._rollout_errors(key, model, int(resources["gpu"])))
+        return errors or self._verl_config_errors(key, model, training, resources)
 
     def _batch_errors(self, training: GRPOSettings, gpus: int) -> list[str]:
         """verl asserts that train_batch_size × rollout.n (prompts_per_step × rollouts; the recipe sets
@@ -120,35 +130,35 @@ class VerlBackend:
                 f"requires train_batch_size × rollout.n to be a multiple of its GPU count — use prompts_per_step "
                 f"{' or '.join(map(str, near))}, or a GPU count among {divisors}"]
 
-    def _rollout_errors(self, key: str, entry: Mapping[str, Any], gpus: int) -> list[str]:
+    def _rollout_errors(self, key: str, model: ModelSpec, gpus: int) -> list[str]:
         """The rollout worker asserts that its tensor parallelism divides the train job's GPUs (verl:
         workers/engine_workers.py:655-660), and vLLM that it divides the model's heads (where its config.json can be
         read: dataflex_rl.backends.verl.model_heads)."""
         setting = f"{key}.rollout.tensor_parallel_size"
-        size = filled(RolloutSettings, entry.get("rollout")).tensor_parallel_size
+        size = _rollout(model).tensor_parallel_size
         if gpus % size:
             fits = [n for n in range(1, gpus + 1) if gpus % n == 0]
             return [f"{setting}: {size} does not divide the train job's {gpus} GPUs (resource gpu={gpus}): verl's "
                     f"rollout worker runs GPUs / TP vLLM replicas and refuses at start-up after Ray and FSDP are up — "
                     f"set {setting} to one of {fits}, or give the train rule a multiple of {size} GPUs (profile "
                     f"set-resources or --set-resources train:gpu=...)"]
-        heads = self._heads_problem(entry, size)
+        heads = self._heads_problem(model, size)
         return [f"{setting}: {size} {heads}; set {setting} to one of them"] if heads else []
 
     @staticmethod
-    def _heads_problem(entry: Mapping[str, Any], size: int) -> str | None:
+    def _heads_problem(model: ModelSpec, size: int) -> str | None:
         """Why vLLM cannot split the model's heads over `size` GPUs, with the sizes that can; None where it can, or
         where the model's config.json cannot be read."""
-        heads = model_heads(entry.get("path") or "")
+        heads = model_heads(model.path or "")
         problem = heads and tensor_parallel_problem(heads, size)
         if not problem:
             return None
         fits = [n for n in range(1, heads.attention + 1) if not tensor_parallel_problem(heads, n)]
-        return (f"does not divide the {problem} of {entry['path']!r} (its config.json: {heads.attention} attention, "
+        return (f"does not divide the {problem} of {model.path!r} (its config.json: {heads.attention} attention, "
                 f"{heads.key_value} key-value heads): vLLM splits the heads over its tensor-parallel GPUs and refuses "
                 f"— the sizes that split them are {fits}")
 
-    def _verl_config_errors(self, key: str, entry: Mapping[str, Any], training: GRPOSettings,
+    def _verl_config_errors(self, key: str, model: ModelSpec, training: GRPOSettings,
                             resources: Mapping[str, Any]) -> list[str]:
         """verl's own composition, validation and worker dataclasses of the train command (the overrides every run of
         the model shares, at seed 0: a seed changes no check), once per model (dataflex_rl.backends.verl.verl_config);
@@ -157,9 +167,9 @@ class VerlBackend:
         from dataflex_rl.backends.verl.overrides import RunFiles, run_overrides
 
         cpus = int(resources.get("cpus_per_task") or resources.get("threads") or 1)
-        overrides = run_overrides(entry.get("path"), training, 0, gpus=int(resources["gpu"]), cpus=cpus,
+        overrides = run_overrides(model.path, training, 0, gpus=int(resources["gpu"]), cpus=cpus,
                                   files=RunFiles.in_state(Path("state")), attention="sdpa",
-                                  rollout_engine=filled(RolloutSettings, entry.get("rollout")))
+                                  rollout_engine=_rollout(model))
         if verl_config.passed_before(overrides):
             return []
         reason = verl_config.unavailable()
@@ -176,13 +186,13 @@ class VerlBackend:
                 f"(training.*, {key}.rollout.*) or, for a key verl renamed, the overrides module; or run the verl "
                 f"version envs/gpu.yaml pins"]
 
-    def score_resource_errors(self, key: str, entry: Mapping[str, Any], batch_size: int, max_new_tokens: int,
+    def score_resource_errors(self, key: str, model: ModelSpec, batch_size: int, max_new_tokens: int,
                               resources: Mapping[str, Any]) -> list[str]:
         """vLLM scores on GPUs only: one engine over the score job's `gpu` GPUs (tensor parallel: they must divide the
         model's heads, where its config.json can be read)."""
         gpus = int(resources.get("gpu") or 0)
         if gpus >= 1:
-            heads = self._heads_problem(entry, gpus)
+            heads = self._heads_problem(model, gpus)
             return [f"resources of rule score: gpu={gpus}, the tensor_parallel_size of {key}'s vLLM scoring engine, "
                     f"{heads}; give the score rule one of them (profile set-resources or --set-resources "
                     f"score:gpu=...)"] if heads else []
@@ -190,7 +200,7 @@ class VerlBackend:
                 f"vLLM on GPUs; give the score rule gpu ≥ 1 (its default is {JOB_RESOURCES['score']['gpu']}: remove "
                 f"the override from the profile's set-resources or --set-resources)"]
 
-    def job_commands(self, training: GRPOSettings, evaluation: Mapping[str, Any],
+    def job_commands(self, training: GRPOSettings, evaluation: EvaluationSettings,
                      resources: Mapping[str, Mapping[str, Any]]) -> list[str]:
         from dataflex_rl.backends.verl.merge import merge_command
         from dataflex_rl.backends.verl.overrides import RunFiles, run_overrides, verl_command
@@ -203,9 +213,9 @@ class VerlBackend:
                                   rollout_engine=ROLLOUT_PLACEHOLDERS)
         command = textwrap.wrap(" ".join(["python", *verl_command(overrides)[1:]]), 110, break_long_words=False,
                                 break_on_hyphens=False)
-        tokens, seed = evaluation["max_new_tokens"], evaluation.get("seed", 0)
+        tokens, seed = evaluation.max_new_tokens, evaluation.sampling_seed
         engine = engine_arguments("<run>/merged or models.<m>.path", max_new_tokens=tokens, gpus="<gpu>", seed=seed)
-        sampling = sampling_arguments(max_new_tokens=tokens, temperature=evaluation["temperature"], seed=seed,
+        sampling = sampling_arguments(max_new_tokens=tokens, temperature=evaluation.temperature, seed=seed,
                                       stop_token_ids=STOP_PLACEHOLDER)
         return ["train (<state>: the run's state folder; flash-attn instead of sdpa where importable at launch): "
                 "VERL_FILE_LOGGER_PATH=<state>/verl_metrics.attempt<N>.jsonl", *(f"  {part}" for part in command),

@@ -1,0 +1,56 @@
+"""A study's base model as its backend sees it: the typed spec the study resolves a `models.<m>` entry to, and what the
+backends' dry-run checks read. Torch-free."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from dataflex_rl.backends.base import get_backend
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A base model: its backend, its config entry with the backend's defaults filled in (`settings`, what its
+    artefacts depend on), what its jobs ask of their machine over the backend's defaults (`resources`, per rule;
+    no result depends on them), and the entry as the config writes it (`written`: what the backend's dry-run checks
+    name as given, as a MethodSpec's `params` are its parameters as given)."""
+
+    name: str
+    backend: str
+    settings: Mapping[str, Any]
+    resources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    written: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_entry(cls, name: str, entry: Mapping[str, Any]) -> "ModelSpec":
+        """The spec of config entry `models.<name>`, its backend's defaults filled in (Backend.model_settings)."""
+        return cls(name, entry["backend"], get_backend(entry["backend"]).model_settings(entry),
+                   dict(entry.get("resources") or {}), dict(entry))
+
+    def job_resources(self, rule: str) -> dict[str, Any]:
+        """A `rule` job's resources: the backend's defaults (Backend.job_resources), then the model's own."""
+        return {**get_backend(self.backend).job_resources(rule), **self.resources.get(rule, {})}
+
+    @property
+    def path(self) -> str | None:
+        """Where the verl backend loads the model from (the embedded backend builds its own)."""
+        return self.settings.get("path")
+
+    @property
+    def shape(self) -> Mapping[str, Any] | None:
+        """The shape the embedded backend builds the model in; None for a model loaded from `path` (verl)."""
+        return self.settings.get("shape")
+
+    @property
+    def result_settings(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The settings its base's artefacts depend on, and those only its trained runs add (Backend.result_settings)."""
+        return get_backend(self.backend).result_settings(self.settings)
+
+    @property
+    def builds_base_model(self) -> bool:
+        return get_backend(self.backend).builds_base_model
+
+    @property
+    def merges_checkpoint(self) -> bool:
+        """Whether its trained runs are merged into a Hugging Face directory before scoring (the merge rule; verl)."""
+        return get_backend(self.backend).merges_checkpoint
