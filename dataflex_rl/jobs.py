@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from dataflex_rl.atomic import atomic_directory, write_parquet
-from dataflex_rl.backends.base import get_backend
+from dataflex_rl.backends.registry import get_backend
 from dataflex_rl.evaluate.scoring import score_benchmarks
 from dataflex_rl.layout import PROVENANCE
 from dataflex_rl.provenance import inputs_metadata, plain_input, state_key, verified_input, write_provenance

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from dataflex_rl.allocation import requested_hours, score_layout_lines, total_lines
-from dataflex_rl.backends.base import get_backend
+from dataflex_rl.backends.registry import get_backend
 from dataflex_rl.benchmarks.paths import benchmark_paths
 from dataflex_rl.config_checks import corpus_domains
 from dataflex_rl.layout import FULL_DATA

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Mapping
 
 from dataflex_rl import layout
-from dataflex_rl.backends.base import get_backend
+from dataflex_rl.backends.registry import get_backend
 from dataflex_rl.benchmarks.paths import benchmark_paths
 from dataflex_rl.benchmarks.registry import registry_order
 from dataflex_rl.methods import MethodSpec

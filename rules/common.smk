@@ -6,7 +6,7 @@ import yaml
 from snakemake.utils import validate
 
 from dataflex_rl import layout
-from dataflex_rl.backends.base import get_backend
+from dataflex_rl.backends.registry import get_backend
 from dataflex_rl.benchmarks.paths import benchmark_paths
 from dataflex_rl.benchmarks.registry import registry_order
 from dataflex_rl.config_checks import config_errors, resource_errors

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dataflex_rl.backends.base import BACKENDS, get_backend
+from dataflex_rl.backends.registry import BACKENDS, get_backend
 
 REPO = Path(__file__).resolve().parents[1]
 

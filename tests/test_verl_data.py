@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dataflex_rl.backends.base import get_backend
+from dataflex_rl.backends.registry import get_backend
 from dataflex_rl.backends.embedded.rewards import rollout_rewards
 from dataflex_rl.backends.verl.dataset import write_verl_corpus
 from dataflex_rl.backends.verl.checkpoints import TRACKER_FILE, remove_superseded_checkpoints

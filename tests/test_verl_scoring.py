@@ -12,7 +12,8 @@ import pytest
 import torch
 import yaml
 
-from dataflex_rl.backends.base import Answer, get_backend
+from dataflex_rl.backends.base import Answer
+from dataflex_rl.backends.registry import get_backend
 from dataflex_rl.backends.embedded.model import build_model, save_model, train_tokenizer
 from dataflex_rl.backends.embedded.settings import ModelShape
 from dataflex_rl.backends.verl import scoring

@@ -1,4 +1,4 @@
-"""The backend seam: what a backend must provide, and the registry the study, the rules and the jobs look it up in.
+"""The backend seam: what a backend must provide (the registry that finds one by name: dataflex_rl.backends.registry).
 
 A backend builds (or loads) a base model, trains one run with the shared data policies (dataflex_rl.policy_driver)
 and generates answers for scoring; everything around that — input verification, provenance, resumable-state keys,
@@ -101,20 +101,3 @@ class Backend(Protocol):
     def job_resources(self, rule: str) -> dict[str, Any]:
         """What a job of `rule` (train, merge, score) on this backend asks of its machine: Snakemake resources (gpu,
         cpus_per_task, mem_mb, runtime), given to the rule (rules/common.smk); {} where the defaults serve."""
-
-
-def _backends() -> dict[str, Backend]:
-    from dataflex_rl.backends.embedded.backend import EmbeddedBackend
-    from dataflex_rl.backends.verl.backend import VerlBackend
-
-    return {backend.name: backend for backend in (EmbeddedBackend(), VerlBackend())}
-
-
-BACKENDS: dict[str, Backend] = _backends()
-
-
-def get_backend(name: str) -> Backend:
-    try:
-        return BACKENDS[name]
-    except KeyError:
-        raise ValueError(f"unknown backend {name!r}; known: {', '.join(sorted(BACKENDS))}") from None
