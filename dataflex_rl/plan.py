@@ -43,7 +43,7 @@ def planned_jobs(study: Study) -> dict[str, int]:
         "solve_rates": len(study.solve_rates_models()),
         "regime_corpus": len(study.regime_corpora()),
         "train": len(study.runs),
-        "merge": sum(get_backend(study.models[run.model].backend).merges_checkpoint for run in study.runs),
+        "merge": sum(study.models[run.model].merges_checkpoint for run in study.runs),
         "score": scored_runs * benchmarks if study.evaluation.job_per_benchmark else scored_runs,
         "parse_gate": len(study.models),
         "records": 1,

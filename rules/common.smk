@@ -22,8 +22,7 @@ from dataflex_rl.readable import parquet_problem, record_problem, settings_probl
 from dataflex_rl.report.outputs import figure_paths, table_paths
 from dataflex_rl.slurm_nodes import cluster_nodes, node_fit_errors
 from dataflex_rl.study import Study, row_checks
-from dataflex_rl.tasks.token_caps import answer_token_cap
-from dataflex_rl.tasks.training_fit import TRAINING_ANSWERS, prompt_token_cap
+from dataflex_rl.tasks.training_fit import corpus_token_caps
 
 # Refuse a bad config before any job is planned: first a key given twice in a config file (Snakemake's loader kept the
 # last one silently) or a value YAML reads as another type than it looks (`no`, `0x10`), then the schema with messages that name the key and the fix, then the checks a schema cannot
@@ -156,25 +155,19 @@ def previous_budget(wildcards):
     return [layout.train_provenance(shorter.model, shorter.name)] if shorter else []
 
 
-def prompt_cap(wildcards, output):
-    """The longest prompt, in tokens, the model's base build and train jobs accept (dataflex_rl/tasks/training_fit.py).
-    A gate, not a setting of the result (a corpus within it trains exactly as before): a function of `output` is a
-    derived param, which Snakemake leaves out of its params rerun trigger."""
+def training_token_caps(wildcards, output):
+    """The longest prompt and gold answer, in tokens, the model's base build and train jobs accept
+    (dataflex_rl/tasks/training_fit.py). Gates, not settings of the result (a corpus within them trains exactly as
+    before): a function of `output` is a derived param, which Snakemake leaves out of its params rerun trigger."""
     spec = STUDY.models[wildcards.model]
-    configured = STUDY.data_validation["corpus"].get("max_prompt_tokens")
-    return prompt_token_cap(f"models.{spec.name}", spec.settings, STUDY.training.max_new_tokens, configured)
-
-
-def answer_cap(wildcards, output):
-    """The longest gold answer, in tokens, the model's base build accepts (a gate, a derived param: as `prompt_cap`)."""
-    spec = STUDY.models[wildcards.model]
-    configured = STUDY.data_validation["corpus"].get("max_answer_tokens")
-    return answer_token_cap(TRAINING_ANSWERS, f"models.{spec.name}", spec.settings, configured)
+    return corpus_token_caps(
+        f"models.{spec.name}", spec.settings, STUDY.training.max_new_tokens, STUDY.data_validation["corpus"]
+    )
 
 
 def score_token_caps(wildcards, output):
     """The prompt and answer caps, in tokens, a score job holds its benchmarks to at its start
-    (dataflex_rl/evaluate/benchmark_fit.py; a gate, a derived param: as `prompt_cap`)."""
+    (dataflex_rl/evaluate/benchmark_fit.py; gates, a derived param: as `training_token_caps`)."""
     spec = STUDY.models[wildcards.model]
     return benchmark_token_caps(
         f"models.{spec.name}", spec.settings, STUDY.evaluation.max_new_tokens, STUDY.data_validation["benchmarks"]
