@@ -23,7 +23,7 @@ from dataflex_rl.corpus_bound import corpus_rows_bound
 from dataflex_rl.methods import MethodSpec
 from dataflex_rl.suggest import did_you_mean, known as _known
 from dataflex_rl.policies.catalogue import CATALOGUE, StudyShape
-from dataflex_rl.backends.base import get_backend
+from dataflex_rl.backends.registry import get_backend
 from dataflex_rl.benchmarks.paths import benchmark_paths
 from dataflex_rl.benchmarks.registry import REGISTRY
 from dataflex_rl.layout import UNTRAINED

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from dataflex_rl.allocation import requested_hours, score_layout_lines, total_lines
-from dataflex_rl.backends.base import get_backend
+from dataflex_rl.backends.registry import get_backend
 from dataflex_rl.benchmarks.paths import benchmark_paths
 from dataflex_rl.layout import FULL_DATA
 from dataflex_rl.policies.catalogue import CATALOGUE
@@ -42,7 +42,7 @@ def planned_jobs(study: Study) -> dict[str, int]:
         "solve_rates": len(study.solve_rates_models()),
         "regime_corpus": len(study.regime_corpora()),
         "train": len(study.runs),
-        "merge": sum(get_backend(study.models[run.model].backend).merges_checkpoint for run in study.runs),
+        "merge": sum(study.models[run.model].merges_checkpoint for run in study.runs),
         "score": scored_runs * benchmarks if study.evaluation.job_per_benchmark else scored_runs,
         "parse_gate": len(study.models),
         "records": 1,

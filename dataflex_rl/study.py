@@ -24,6 +24,7 @@ from dataflex_rl import layout
 from dataflex_rl.backends.model_spec import ModelSpec
 from dataflex_rl.benchmarks.paths import benchmark_paths
 from dataflex_rl.benchmarks.registry import REGISTRY, registry_order
+from dataflex_rl.evaluate.benchmark_fit import benchmark_token_caps
 from dataflex_rl.evaluate.settings import EvaluationSettings
 from dataflex_rl.methods import MethodSpec
 from dataflex_rl.layout import FULL_DATA, UNTRAINED, parse_run, run_id, run_name, study_cell
@@ -32,6 +33,8 @@ from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.regimes.catalogue import REGIMES, regime_params
 from dataflex_rl.sections import filled
 from dataflex_rl.tasks.prompting import DEFAULT_TEMPLATE
+from dataflex_rl.tasks.token_caps import TokenCaps
+from dataflex_rl.tasks.training_fit import corpus_token_caps
 from dataflex_rl.tasks.validation_settings import ValidationSettings
 
 # Training settings that cannot change a run's result (a checkpointed, resumed run is bit-identical).
@@ -380,6 +383,21 @@ class Study:
         """The models whose untrained base's solve rates a regime transform reads (low_utility)."""
         return list(dict.fromkeys(model for regime, model in self.regime_corpora()
                                   if self.regimes[regime].needs_solve_rates))
+
+    def training_token_caps(self, model: str) -> TokenCaps | None:
+        """The longest prompt and gold answer, in tokens, a model's base build and train jobs accept
+        (dataflex_rl/tasks/training_fit.py): gates, not settings of a result (a corpus within them trains exactly as
+        before), so the rules give them as derived params, out of Snakemake's rerun trigger."""
+        spec = self.models[model]
+        return corpus_token_caps(f"models.{model}", spec.settings, self.training.max_new_tokens,
+                                 self.data_validation["corpus"])
+
+    def score_token_caps(self, model: str) -> TokenCaps | None:
+        """The prompt and answer caps, in tokens, a model's score jobs hold their benchmarks to at their start
+        (dataflex_rl/evaluate/benchmark_fit.py; gates, as `training_token_caps`)."""
+        spec = self.models[model]
+        return benchmark_token_caps(f"models.{model}", spec.settings, self.evaluation.max_new_tokens,
+                                    self.data_validation["benchmarks"])
 
     def max_quarantine_fraction(self, section: str) -> float:
         """The quarantine gate's threshold for `section` ("corpus" or "benchmarks")."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from dataflex_rl import layout
-from dataflex_rl.backends.base import get_backend
+from dataflex_rl.backends.registry import get_backend
 from dataflex_rl.benchmarks.paths import benchmark_paths
 from dataflex_rl.gates import pending
 from dataflex_rl.provenance import fingerprint

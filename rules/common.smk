@@ -9,7 +9,6 @@ from dataflex_rl import layout
 from dataflex_rl.benchmarks.registry import registry_order
 from dataflex_rl.config_checks import resource_errors, shape_errors, study_errors
 from dataflex_rl.config_yaml import config_yaml_errors
-from dataflex_rl.evaluate.benchmark_fit import benchmark_token_caps
 from dataflex_rl.input_digests import input_digests
 from dataflex_rl.policies.catalogue import CATALOGUE
 from dataflex_rl.plan import hub_benchmarks, matrix_summary, model_notes, planned_jobs
@@ -21,8 +20,6 @@ from dataflex_rl.rule_resources import backend_resources, merged_values
 from dataflex_rl.slurm_nodes import cluster_nodes, node_fit_errors
 from dataflex_rl.study import Study
 from dataflex_rl.study_files import StudyFiles
-from dataflex_rl.tasks.token_caps import answer_token_cap
-from dataflex_rl.tasks.training_fit import TRAINING_ANSWERS, prompt_token_cap
 
 # Refuse a bad config before any job is planned: first a key given twice in a config file (Snakemake's loader kept the
 # last one silently) or a value YAML reads as another type than it looks (`no`, `0x10`), then the schema with messages that name the key and the fix, then the checks a schema cannot
@@ -93,29 +90,6 @@ def train_inputs(wildcards):
     }
 
 
-def prompt_cap(wildcards, output):
-    """The longest prompt, in tokens, the model's base build and train jobs accept (dataflex_rl/tasks/training_fit.py).
-    A gate, not a setting of the result (a corpus within it trains exactly as before): a function of `output` is a
-    derived param, which Snakemake leaves out of its params rerun trigger."""
-    spec = STUDY.models[wildcards.model]
-    configured = STUDY.data_validation["corpus"].max_prompt_tokens
-    return prompt_token_cap(f"models.{spec.name}", spec.settings, STUDY.training.max_new_tokens, configured)
-
-
-def answer_cap(wildcards, output):
-    """The longest gold answer, in tokens, the model's base build accepts (a gate, a derived param: as `prompt_cap`)."""
-    spec = STUDY.models[wildcards.model]
-    configured = STUDY.data_validation["corpus"].max_answer_tokens
-    return answer_token_cap(TRAINING_ANSWERS, f"models.{spec.name}", spec.settings, configured)
-
-
-def score_token_caps(wildcards, output):
-    """The prompt and answer caps, in tokens, a score job holds its benchmarks to at its start
-    (dataflex_rl/evaluate/benchmark_fit.py; a gate, a derived param: as `prompt_cap`)."""
-    spec = STUDY.models[wildcards.model]
-    return benchmark_token_caps(
-        f"models.{spec.name}", spec.settings, STUDY.evaluation.max_new_tokens, STUDY.data_validation["benchmarks"]
-    )
 
 
 def score_inputs(wildcards):

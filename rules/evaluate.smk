@@ -21,6 +21,6 @@ rule score:
         settings=lambda wc, output: [STUDY.score_slice(wc.model, wc.run, b) for b in scored(wc)],
         job=per_model(STUDY.score_job),
         model_provenance=lambda wc: FILES.scored_model_provenance(wc.model, wc.run),
-        token_caps=score_token_caps,
+        token_caps=lambda wc, output: STUDY.score_token_caps(wc.model),
     script:
         "../workflow_scripts/score.py"

@@ -14,8 +14,7 @@ rule base_model:
     params:
         settings=per_model(STUDY.base_slice),
         job=per_model(STUDY.base_job),
-        prompt_cap=prompt_cap,
-        answer_cap=answer_cap,
+        token_caps=lambda wc, output: STUDY.training_token_caps(wc.model),
     script:
         "../workflow_scripts/base_model.py"
 
@@ -47,14 +46,14 @@ rule train:
         # resumable state is not a declared output: Snakemake deletes the outputs of a failed job, and a retry or
         # a Slurm requeue of this job resumes from the checkpoint here (one folder per state key)
         state_dir=lambda wc: layout.train_state(wc.model, wc.run),
-        prompt_cap=prompt_cap,
+        token_caps=lambda wc, output: STUDY.training_token_caps(wc.model),
     script:
         "../workflow_scripts/train.py"
 
 
 # A verl run's final FSDP checkpoint merged into the Hugging Face directory vLLM scores (dataflex_rl/backends/verl/
 # merge.py): a job of its own, on CPUs, so that a failed merge or scoring job never retrains. Only the runs of a
-# backend that merges (Backend.merges_checkpoint) ask for it, through the score rule's input.
+# backend that merges (Backend.merge) ask for it, through the score rule's input.
 rule merge:
     input:
         model=layout.run_model("{model}", "{run}"),

@@ -5,7 +5,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dataflex_rl.backends.base import BACKENDS, get_backend
+from dataflex_rl.backends.registry import BACKENDS, get_backend
+from dataflex_rl.jobs import build_base_model, merge_run
+from dataflex_rl.study import ModelSpec
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -48,12 +50,26 @@ def test_only_the_rollout_tp_of_a_verl_model_enters_a_trained_runs_settings():
         f"{prefix}tensor_parallel_size": 2}
 
 
-def test_the_verl_backend_refuses_what_it_does_not_do_naming_what_is_missing(tmp_path):
-    verl = get_backend("verl")
-    assert not verl.builds_base_model and verl.conda_env == "../envs/gpu.yaml"
-    with pytest.raises(NotImplementedError, match="the verl backend builds no base model; it loads `path` "
-                                                  "\\('Qwen/Qwen2.5-7B'\\) and scores it untrained"):
-        verl.build_base_model({"backend": "verl", "path": "Qwen/Qwen2.5-7B"})
+def test_a_step_a_backend_has_no_part_in_is_a_member_set_to_none_and_plans_no_job():
+    """The optional members of the run-time seam: the embedded backend builds its base and probes prompt selections
+    but merges nothing (its run directory is a Hugging Face model already); verl merges, loads `path` and probes
+    nothing yet. The study plans the base_model and merge rules from them (ModelSpec)."""
+    embedded, verl = get_backend("embedded"), get_backend("verl")
+    assert (embedded.build_base_model is not None, embedded.merge, embedded.open_probe is not None) == (True, None, True)
+    assert (verl.build_base_model, verl.merge is not None, verl.open_probe) == (None, True, None)
+    assert verl.conda_env == "../envs/gpu.yaml"
+    models = {name: ModelSpec(name, name, {}) for name in ("embedded", "verl")}
+    assert [(m.builds_base_model, m.merges_checkpoint) for m in models.values()] == [(True, False), (False, True)]
+
+
+def test_the_jobs_refuse_a_step_the_backend_has_no_part_in_naming_it(tmp_path):
+    with pytest.raises(ValueError, match="the verl backend builds no base model: it loads models.<m>.path"):
+        build_base_model({"model": {"backend": "verl", "path": "Qwen/Qwen2.5-7B"}, "template": "{question}"}, {},
+                         corpus=tmp_path / "c.parquet", out_dir=tmp_path / "base")
+    with pytest.raises(ValueError, match="the embedded backend merges no checkpoint: .*run is scored as written"):
+        merge_run({"models.tiny.backend": "embedded"}, model="tiny", model_dir=tmp_path / "run", model_provenance=None,
+                  out_dir=tmp_path / "merged")
+    assert not (tmp_path / "base").exists() and not (tmp_path / "merged").exists()
 
 
 def test_an_unknown_backend_is_named():

@@ -17,7 +17,7 @@ from dataflex_rl.jobs import score_run
 from dataflex_rl.tasks.validation_settings import ValidationSettings
 from dataflex_rl.layout import PROVENANCE
 
-from test_training_fit import MODEL, TEMPLATE, _build, _corpus
+from test_training_fit import DEFAULT_CAP, MODEL, TEMPLATE, _build, _corpus
 
 BENCHMARKS = ValidationSettings.for_section("benchmarks")  # data_validation.benchmarks left out
 MAX_NEW_TOKENS = 4  # evaluation.max_new_tokens: the default prompt cap is 64 positions − 4 = 60
@@ -27,7 +27,7 @@ DEFAULT_CAPS = benchmark_token_caps("models.tiny", MODEL, MAX_NEW_TOKENS, BENCHM
 @pytest.fixture(scope="module")
 def base(tmp_path_factory):
     root = tmp_path_factory.mktemp("score_fit")
-    return _build(root, _corpus(root / "corpus.parquet", [5, 12, 20, 30, 60]), None)
+    return _build(root, _corpus(root / "corpus.parquet", [5, 12, 20, 30, 60]), DEFAULT_CAP)
 
 
 def _items(path: Path, prompt_digits: list[int], answer_digits: list[int] | None = None) -> str:
@@ -51,7 +51,7 @@ def _score(base: Path, root: Path, items: list[str], caps) -> list[Path]:
 
 
 def test_the_default_prompt_cap_is_what_the_positions_leave_beside_an_answer():
-    assert DEFAULT_CAPS["prompt"]["tokens"] == 60 and DEFAULT_CAPS["answer"]["tokens"] == 63
+    assert DEFAULT_CAPS.prompt["tokens"] == 60 and DEFAULT_CAPS.answer["tokens"] == 63
     assert benchmark_token_caps("models.qwen", {"backend": "verl", "path": "Qwen/Qwen2.5-7B"}, 8, BENCHMARKS) is None
 
 

@@ -1,7 +1,8 @@
-"""The packages of dataflex_rl import each other in one direction: no package-level import cycle, read from the source
-(every `dataflex_rl.<package>` import counts, including the lazy ones inside functions).
+"""The packages of dataflex_rl import each other in one direction, and so do the modules inside a package: no import
+cycle between packages nor between modules, read from the source (every `dataflex_rl.<package>` import counts,
+including the lazy ones inside functions).
 
-`python tests/test_package_layers.py` prints the package-level cycles.
+`python tests/test_package_layers.py` prints the package-level and module-level cycles.
 """
 import ast
 from pathlib import Path
@@ -43,6 +44,26 @@ def package_imports() -> dict[str, set[str]]:
     return graph
 
 
+def _module(path: Path) -> str:
+    """The dotted name of a source file's module (a package's `__init__.py`: the package)."""
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_imports() -> dict[str, set[str]]:
+    """module -> the other dataflex_rl modules it imports (`from package import name` counts as importing the
+    module `package.name` where that is one, else the package)."""
+    modules = {_module(path): path for path in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {module: set() for module in modules}
+    for module, path in modules.items():
+        for name in _imported_modules(path):
+            while name not in modules:
+                name = name.rpartition(".")[0]
+            if name != module:
+                graph[module].add(name)
+    return graph
+
+
 def package_cycles(graph: dict[str, set[str]] | None = None) -> list[tuple[str, ...]]:
     """Every elementary cycle of the unit graph, each once, starting at its alphabetically first unit."""
     graph = package_imports() if graph is None else graph
@@ -78,6 +99,11 @@ def test_no_package_import_cycle():
     assert package_cycles() == []
 
 
+def test_no_module_import_cycle():
+    """Inside a package too (a registry kept in the interface module its backends import was one such cycle)."""
+    assert package_cycles(module_imports()) == []
+
+
 if __name__ == "__main__":
-    for cycle in package_cycles():
+    for cycle in package_cycles() + package_cycles(module_imports()):
         print(" -> ".join(cycle + cycle[:1]))

@@ -8,9 +8,12 @@ import pytest
 import torch
 
 from dataflex_rl.backends.embedded.settings import WarmupSettings
+from dataflex_rl.backends.registry import get_backend
 from dataflex_rl.backends.embedded.trainer import EmbeddedGRPOTrainer
 from dataflex_rl.methods import MethodSpec
 from dataflex_rl.prompt_selection.candidates import CandidateStream, training_rows, validation_rows
+from dataflex_rl.prompt_selection.gradients import group_gradients
+from dataflex_rl.prompt_selection.scores import zero_advantage
 from dataflex_rl.prompt_selection.selector import RowLabels
 from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.regimes.noisy_rewards import NOISY_REWARD_KEY
@@ -72,7 +75,8 @@ def _trainer(root, corpus, policy, steps=6, seed=5, checkpoint_every=3, **params
     settings = GRPOSettings(steps=steps, prompts_per_step=4, rollouts=4, max_new_tokens=4,
                             checkpoint_every=checkpoint_every)
     method = MethodSpec(policy, policy, {**ROUND, **params}, "prompt_selection")
-    return EmbeddedGRPOTrainer(root / "base", corpus, method, seed, settings, TEMPLATE)
+    return EmbeddedGRPOTrainer(root / "base", corpus, method, seed, settings, TEMPLATE,
+                               open_probe=get_backend("embedded").open_probe)
 
 
 def _rounds(metrics: pd.DataFrame) -> pd.DataFrame:
@@ -93,6 +97,34 @@ def test_resume_reproduces_the_rounds_bit_identically(workspace, tmp_path, check
     assert resumed.policy.selector.state_dict() == straight.policy.selector.state_dict()  # the last round's kept set
     for (name, x), (_, y) in zip(resumed.model.state_dict().items(), straight.model.state_dict().items()):
         assert torch.equal(x, y), name
+
+
+def test_the_trainer_reaches_its_probe_through_the_backend_seam(workspace):
+    """The embedded backend's `open_probe` gives the trainer the probe its rounds measure: per-group gradients equal
+    to one plain backward per group (`method="loop"`) on the same rollouts, zero for zero-advantage groups."""
+    root, corpus = workspace
+    trainer = _trainer(root, corpus, "gradalign")
+    probe = trainer.probe
+    assert probe is not None and probe.temperature == trainer.settings.temperature  # score_temperature unset
+    rollouts = probe.rollouts(list(range(12)), samples=4, stream="seam", noisy=True)
+    got = probe.group_gradients(rollouts, "token_mean")
+    expected = torch.cat([group_gradients(trainer.model, generated, rollouts.rewards[:generated.prompt_ids.shape[0]],
+                                          aggregation="token_mean", method="loop")
+                          for generated in rollouts.tokens])
+    assert len(rollouts.tokens) == 1 and got.shape == expected.shape == (12, probe.module_slices().size)
+    zero = zero_advantage(rollouts.rewards)
+    assert (~zero).any() and not got[zero].any()
+    assert (got - expected).abs().max() <= 1e-5
+    assert (probe.summed_gradient(rollouts, "token_mean") - expected.sum(0)).abs().max() <= 1e-5
+
+
+def test_a_prompt_selection_without_a_probe_is_refused(workspace):
+    root, corpus = workspace
+    settings = GRPOSettings(steps=1, prompts_per_step=4, rollouts=4, max_new_tokens=4)
+    method = MethodSpec("gradalign", "gradalign", ROUND, "prompt_selection")
+    with pytest.raises(ValueError, match="method 'gradalign' selects prompts by a probe of the training model, and "
+                                         "the trainer was given none"):
+        EmbeddedGRPOTrainer(root / "base", corpus, method, 5, settings, TEMPLATE)
 
 
 def test_rounds_keep_floor_m_over_q_and_record_their_composition(workspace, tmp_path):

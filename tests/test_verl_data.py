@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from dataflex_rl.backends.base import get_backend
+from dataflex_rl.backends.base import TrainJob
+from dataflex_rl.backends.registry import get_backend
 from dataflex_rl.backends.embedded.rewards import rollout_rewards
 from dataflex_rl.backends.verl.dataset import write_verl_corpus
 from dataflex_rl.backends.verl.checkpoints import TRACKER_FILE, remove_superseded_checkpoints
@@ -298,9 +299,9 @@ def test_a_failing_verl_process_is_refused_naming_its_log(tmp_path, capsys):
 @pytest.mark.parametrize("gpus", [0, -1])
 def test_a_verl_train_job_without_gpus_is_refused(tmp_path, gpus):
     with pytest.raises(ValueError, match=f"has gpus={gpus}: verl trains on GPUs — give the train rule a `gpu`"):
-        get_backend("verl").train({"backend": "verl", "path": "m"}, base=None, corpus=tmp_path / "c.parquet",
-                                  method=METHOD, seed=1, training=SETTINGS, template="{question}", out_model=None,
-                                  out_metrics=None, state_dir=tmp_path, threads=1, gpus=gpus)
+        get_backend("verl").train(TrainJob({"backend": "verl", "path": "m"}, "{question}", METHOD, 1, SETTINGS),
+                                  base=None, corpus=tmp_path / "c.parquet", out_model=None, out_metrics=None,
+                                  state_dir=tmp_path, threads=1, token_caps=None, gpus=gpus)
 
 
 def test_prompt_selection_methods_are_refused_on_a_verl_model_naming_each(tmp_path):

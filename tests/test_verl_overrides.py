@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dataflex_rl.backends.base import get_backend
 from dataflex_rl.backends.model_spec import ModelSpec
+from dataflex_rl.backends.registry import get_backend
 from dataflex_rl.backends.verl.job import VerlRunJob
 from dataflex_rl.backends.verl.overrides import RunFiles, run_overrides, verl_command
 from dataflex_rl.policies.catalogue import CATALOGUE

@@ -12,12 +12,14 @@ import pytest
 import torch
 import yaml
 
-from dataflex_rl.backends.base import Answer, get_backend
+from dataflex_rl.backends.base import Answer
+from dataflex_rl.backends.registry import get_backend
 from dataflex_rl.backends.embedded.model import build_model, save_model, train_tokenizer
 from dataflex_rl.backends.embedded.settings import ModelShape
 from dataflex_rl.backends.model_spec import ModelSpec
 from dataflex_rl.backends.verl import scoring
-from dataflex_rl.backends.verl.merge import actor_checkpoint, merge_command, merge_run
+from dataflex_rl.backends.verl.merge import actor_checkpoint, merge_command
+from dataflex_rl.jobs import merge_run
 from dataflex_rl.backends.verl.backend import ROLLOUT_PLACEHOLDERS
 from dataflex_rl.backends.verl.overrides import RunFiles, run_overrides
 from dataflex_rl.evaluate.scoring import score_items
@@ -186,12 +188,14 @@ def test_the_checkpoint_folder_is_the_model_dir_or_its_actor_folder(tmp_path):
 
 
 def test_the_merge_job_writes_the_runs_weights_as_a_verified_hugging_face_directory(tiny_hf, tmp_path):
+    """The merge job runs the backend's `merge` member (the slice names the model's backend: verl)."""
     from transformers import AutoModelForCausalLM
 
-    run_model, settings = tmp_path / "model", {"seed": 1, "training.steps": 2}
+    run_model, settings = tmp_path / "model", {"models.qwen.backend": "verl", "seed": 1, "training.steps": 2}
     weights = _fsdp_checkpoint(tiny_hf, run_model / "actor")
     write_provenance(tmp_path / PROVENANCE, settings, [run_model])
-    merge_run(settings, model_dir=run_model, model_provenance=tmp_path / PROVENANCE, out_dir=tmp_path / "merged")
+    merge_run(settings, model="qwen", model_dir=run_model, model_provenance=tmp_path / PROVENANCE,
+              out_dir=tmp_path / "merged")
 
     merged = AutoModelForCausalLM.from_pretrained(tmp_path / "merged", dtype=torch.float32).state_dict()
     assert merged.keys() == weights.keys()
@@ -205,7 +209,8 @@ def test_the_merge_job_writes_the_runs_weights_as_a_verified_hugging_face_direct
 
     (run_model / "actor" / "model_world_size_1_rank_0.pt").write_bytes(b"damaged")
     with pytest.raises(DamagedArtefactError, match="model_world_size_1_rank_0.pt: sha256"):
-        merge_run(settings, model_dir=run_model, model_provenance=tmp_path / PROVENANCE, out_dir=tmp_path / "again")
+        merge_run(settings, model="qwen", model_dir=run_model, model_provenance=tmp_path / PROVENANCE,
+                  out_dir=tmp_path / "again")
 
 
 @pytest.mark.parametrize("evaluation, engine, sampling", [

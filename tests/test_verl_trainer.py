@@ -30,7 +30,7 @@ from verl.utils.config import omega_conf_to_dataclass  # noqa: E402
 from dataflex_rl import grpo  # noqa: E402
 from dataflex_rl.backends.embedded.model import build_model, save_model, train_tokenizer  # noqa: E402
 from dataflex_rl.backends.embedded.settings import ModelShape  # noqa: E402
-from dataflex_rl.backends.verl import plugin  # noqa: E402
+from dataflex_rl.backends.verl import plugin, registration  # noqa: E402
 from dataflex_rl.backends.verl.job import VerlRunJob  # noqa: E402
 from dataflex_rl.backends.verl.checkpoints import TRACKER_FILE  # noqa: E402
 from dataflex_rl.backends.verl.trainer import (DEBUG_DUMP_VARIABLE, DRIVER_STATE_FILE,  # noqa: E402
@@ -204,9 +204,9 @@ _REGISTRY_PROBE = """
 import json, verl
 from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY
 loaded = TRAINER_REGISTRY.get("dataflex_rl")
-from dataflex_rl.backends.verl import plugin
+from dataflex_rl.backends.verl import plugin, registration
 try:
-    plugin.check_registered()
+    registration.check_registered(plugin.DataflexTrainer)
     error = None
 except RuntimeError as e:
     error = str(e)
@@ -238,13 +238,13 @@ def test_import_verl_loads_the_plugin_unless_verl_is_told_not_to(policy, loads):
 
 def test_reimporting_the_plugin_keeps_one_registration():
     importlib.reload(plugin)
-    assert trainer_base.get_trainer_cls(plugin.TRAINER_NAME) is DataflexTrainer
-    plugin.check_registered()
+    assert trainer_base.get_trainer_cls(registration.TRAINER_NAME) is DataflexTrainer
+    registration.check_registered(DataflexTrainer)
 
 
 def test_the_trainer_runs_verl_in_sync_mode(tmp_path, model_dir, corpus, caplog):
     baseline = MethodSpec("baseline", "baseline", {}, "none")
-    with caplog.at_level("INFO", logger=plugin.__name__):
+    with caplog.at_level("INFO", logger=registration.__name__):
         trainer = _trainer(_config(tmp_path, model_dir, corpus, baseline))
     assert f"dataflex_rl plugin registered in {os.getpid()}" in caplog.text
     assert trainer.config.trainer.v1.trainer_mode == "sync"

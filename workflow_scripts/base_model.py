@@ -8,6 +8,5 @@ with job_log(snakemake.log[0]):
         corpus=snakemake.input.corpus,
         out_dir=snakemake.output[0],
         threads=snakemake.threads,
-        prompt_cap=snakemake.params.prompt_cap,
-        answer_cap=snakemake.params.answer_cap,
+        token_caps=snakemake.params.token_caps,
     )

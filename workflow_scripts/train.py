@@ -13,6 +13,6 @@ with job_log(snakemake.log[0]):
         out_provenance=snakemake.output.provenance,
         state_dir=snakemake.params.state_dir,
         threads=snakemake.threads,
-        prompt_cap=snakemake.params.prompt_cap,
+        token_caps=snakemake.params.token_caps,
         gpus=snakemake.resources.get("gpu", 0),
     )

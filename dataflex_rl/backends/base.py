@@ -1,23 +1,28 @@
-"""The backend seam: what a backend must provide, and the registry the study, the rules and the jobs look it up in.
+"""The backend seam: what a backend must provide (the registry that finds one by name: dataflex_rl.backends.registry).
 
 A backend builds (or loads) a base model, trains one run with the shared data policies (dataflex_rl.policy_driver)
 and generates answers for scoring; everything around that — input verification, provenance, resumable-state keys,
-verdicts, records — is backend-neutral (dataflex_rl.jobs, dataflex_rl.evaluate). Importing this module does not
-import torch: the rules read `conda_env` and `builds_base_model`, and the dry run `config_errors`, at parse time.
+verdicts, records — is backend-neutral (dataflex_rl.jobs, dataflex_rl.evaluate). The seam has two parts: what the
+dry run and the rules read while the DAG is built (`DryRunBackend`), and what a job runs (`RunBackend`), given the
+job's typed spec (`BaseModelJob`, `TrainJob`) and its token caps (dataflex_rl.tasks.token_caps.TokenCaps). Importing
+this module does not import torch; a backend imports it inside its run-time members.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Protocol, Sequence
 
+from dataflex_rl.methods import MethodSpec
 from dataflex_rl.recipe import GRPOSettings
+from dataflex_rl.tasks.token_caps import TokenCaps
 
-if TYPE_CHECKING:
-    from dataflex_rl.methods import MethodSpec
-    from dataflex_rl.prompt_selection.candidates import SelectionSize
+if TYPE_CHECKING:  # the probe's module imports torch; the others would close an import circle
     from dataflex_rl.backends.model_spec import ModelSpec
     from dataflex_rl.evaluate.settings import EvaluationSettings
+    from dataflex_rl.prompt_selection.candidates import SelectionSize
+    from dataflex_rl.prompt_selection.round import Probe
 
 
 class Answer(NamedTuple):
@@ -42,11 +47,52 @@ class Generator(Protocol):
         same prompts, batch size and seed give the same responses)."""
 
 
-class Backend(Protocol):
+@dataclass(frozen=True)
+class BaseModelJob:
+    """A base build's arguments (Study.base_job): the model's settings, as its backend filled them in
+    (DryRunBackend.model_settings, read by that backend alone), and the prompt template."""
+
+    model: Mapping[str, Any]
+    template: str
+
+
+@dataclass(frozen=True)
+class TrainJob:
+    """A train job's arguments (Study.train_job), typed. `target_domain`: where a prompt selection draws its validation
+    prompts (the unbalanced regime's evaluation domain; None: any)."""
+
+    model: Mapping[str, Any]
+    template: str
+    method: MethodSpec
+    seed: int
+    training: GRPOSettings
+    target_domain: str | None = None
+
+
+class BaseModelBuilder(Protocol):
+    def __call__(self, job: BaseModelJob, *, corpus, out_dir, threads: int, token_caps: TokenCaps | None) -> None:
+        """Build the base model from the corpus into `out_dir`, refusing a prompt or gold answer over `token_caps`
+        (dataflex_rl.tasks.training_fit) once the tokenizer exists."""
+
+
+class Merger(Protocol):
+    def __call__(self, model_dir, out_dir) -> None:
+        """Merge a trained run's model output (`model_dir`, as its train job wrote it) into a Hugging Face model
+        directory `out_dir` that the backend's generator scores."""
+
+
+class ProbeOpener(Protocol):
+    def __call__(self, trainer: Any, temperature: float) -> Probe:
+        """The probe a prompt selection's rounds measure (dataflex_rl.prompt_selection.round.Probe: sampled rollouts of
+        corpus rows, per-group gradients of the probe loss) on the live state of the backend's own `trainer`,
+        sampling at `temperature`."""
+
+
+class DryRunBackend(Protocol):
+    """What the study, the rules and the dry run read while the DAG is built: torch-free."""
+
     name: str
     conda_env: str  # the rule's conda environment file, relative to rules/
-    builds_base_model: bool  # the embedded backend builds its base (rule base_model); verl loads `path`
-    merges_checkpoint: bool  # a trained run is merged into a Hugging Face directory before scoring (rule merge)
 
     def model_settings(self, entry: Mapping[str, Any]) -> dict[str, Any]:
         """A config `models.<m>` entry with every default filled in: what the model's jobs are given."""
@@ -77,27 +123,6 @@ class Backend(Protocol):
         """Why a score job of `model`, decoding `batch_size` prompts at a time (evaluation.batch_size) up to
         `max_new_tokens`, cannot run with its merged `resources` on this backend."""
 
-    def build_base_model(self, model: Mapping[str, Any], *, corpus, out_dir, template: str, threads: int,
-                         prompt_cap: Mapping[str, Any] | None = None,
-                         answer_cap: Mapping[str, Any] | None = None) -> None:
-        """Build the base model from the corpus, refusing a prompt longer than `prompt_cap` or a gold answer longer
-        than `answer_cap` (dataflex_rl.tasks.training_fit) once the tokenizer exists."""
-
-    def train(self, model: Mapping[str, Any], *, base, corpus, method, seed: int, training: GRPOSettings,
-              template: str, out_model, out_metrics, state_dir, threads: int,
-              prompt_cap: Mapping[str, Any] | None = None, target_domain: str | None = None,
-              gpus: int = 0) -> dict[str, Any]:
-        """Train one run from `base` (None: the backend loads `path`); write the final model directory (Hugging Face
-        layout) and the per-step metrics; return what the run ran with that its settings do not fix, for the `runtime`
-        of its provenance record ({} for nothing; verl: the attention kernel). Before the first step the corpus must fit the run
-        (dataflex_rl.tasks.training_fit: one step's prompts, each within `prompt_cap`). `target_domain`: where a prompt
-        selection draws its validation prompts (the unbalanced regime's evaluation domain; None: any). `gpus`: the train
-        job's `gpu` resource (0 where it has none)."""
-
-    def open_generator(self, model: Mapping[str, Any], *, model_dir, threads: int, gpus: int = 0) -> Generator:
-        """Load a model directory (a base or a trained run's) for scoring; None: the untrained `path` itself. `gpus`:
-        the score job's `gpu` resource (0 where it has none)."""
-
     def job_commands(self, training: GRPOSettings, evaluation: EvaluationSettings,
                      resources: Mapping[str, Mapping[str, Any]]) -> list[str]:
         """What the backend's own jobs run, for the dry-run summary: lines naming the job and its command, with the
@@ -109,18 +134,28 @@ class Backend(Protocol):
         cpus_per_task, mem_mb, runtime), given to the rule (rules/common.smk); {} where the defaults serve."""
 
 
-def _backends() -> dict[str, Backend]:
-    from dataflex_rl.backends.embedded.backend import EmbeddedBackend
-    from dataflex_rl.backends.verl.backend import VerlBackend
+class RunBackend(Protocol):
+    """What the jobs run (dataflex_rl.jobs). A member that is None is a step the backend has no part in, and the rules
+    plan no job for it: `build_base_model` None, the backend loads `models.<m>.path` (no rule base_model); `merge`
+    None, a trained run's model directory is scored as written (no rule merge); `open_probe` None, the backend runs no
+    prompt selection (refused at dry run)."""
 
-    return {backend.name: backend for backend in (EmbeddedBackend(), VerlBackend())}
+    build_base_model: BaseModelBuilder | None
+    merge: Merger | None
+    open_probe: ProbeOpener | None
+
+    def train(self, job: TrainJob, *, base, corpus, out_model, out_metrics, state_dir, threads: int,
+              token_caps: TokenCaps | None, gpus: int) -> dict[str, Any]:
+        """Train one run from `base` (None: the backend loads `path`); write the final model directory and the per-step
+        metrics; return what the run ran with that its settings do not fix, for the `runtime` of its provenance
+        record ({} for nothing; verl: the attention kernel). Before the first step the corpus must fit the run
+        (dataflex_rl.tasks.training_fit: one step's prompts, each within `token_caps.prompt`). `gpus`: the train job's
+        `gpu` resource (0 where it has none)."""
+
+    def open_generator(self, model: Mapping[str, Any], *, model_dir, threads: int, gpus: int) -> Generator:
+        """Load a model directory (a base, a trained run's, or a merged one) of a model of settings `model` for
+        scoring; None: the untrained `path` itself. `gpus`: the job's `gpu` resource (0 where it has none)."""
 
 
-BACKENDS: dict[str, Backend] = _backends()
-
-
-def get_backend(name: str) -> Backend:
-    try:
-        return BACKENDS[name]
-    except KeyError:
-        raise ValueError(f"unknown backend {name!r}; known: {', '.join(sorted(BACKENDS))}") from None
+class Backend(DryRunBackend, RunBackend, Protocol):
+    """Both parts: what the registry holds."""

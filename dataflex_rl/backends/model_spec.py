@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from dataflex_rl.backends.base import get_backend
+from dataflex_rl.backends.registry import get_backend
 
 
 @dataclass(frozen=True)
@@ -48,9 +48,10 @@ class ModelSpec:
 
     @property
     def builds_base_model(self) -> bool:
-        return get_backend(self.backend).builds_base_model
+        """Whether its backend builds the base (the base_model rule; embedded) rather than loading `path`."""
+        return get_backend(self.backend).build_base_model is not None
 
     @property
     def merges_checkpoint(self) -> bool:
         """Whether its trained runs are merged into a Hugging Face directory before scoring (the merge rule; verl)."""
-        return get_backend(self.backend).merges_checkpoint
+        return get_backend(self.backend).merge is not None

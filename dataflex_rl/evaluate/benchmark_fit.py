@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping
 
 from dataflex_rl.tasks.prompting import render_item_prompt
-from dataflex_rl.tasks.token_caps import CappedText, answer_lengths, answer_token_cap, check_token_cap, token_cap
+from dataflex_rl.tasks.token_caps import (CappedText, TokenCaps, answer_lengths, answer_token_cap, check_token_cap,
+                                          token_cap)
 from dataflex_rl.tasks.validation_settings import ValidationSettings
 
 if TYPE_CHECKING:  # the rules import this module while the DAG is built, which must not load pandas
@@ -27,7 +28,7 @@ BENCHMARK_ANSWERS = CappedText("data_validation.benchmarks.max_answer_tokens", B
 
 
 def benchmark_token_caps(model_key: str, model: Mapping[str, Any], max_new_tokens: int,
-                         section: ValidationSettings) -> dict[str, Any] | None:
+                         section: ValidationSettings) -> TokenCaps | None:
     """The prompt and answer caps of a score job of a model of `model` settings answering in up to `max_new_tokens`
     (evaluation.max_new_tokens), configured in `data_validation.benchmarks` (`section`); None for a model without a
     built shape (verl)."""
@@ -35,11 +36,10 @@ def benchmark_token_caps(model_key: str, model: Mapping[str, Any], max_new_token
                        max_new_tokens, section.max_prompt_tokens)
     if prompt is None:
         return None
-    return {"prompt": prompt,
-            "answer": answer_token_cap(BENCHMARK_ANSWERS, model_key, model, section.max_answer_tokens)}
+    return TokenCaps(prompt, answer_token_cap(BENCHMARK_ANSWERS, model_key, model, section.max_answer_tokens))
 
 
-def check_benchmark_tokens(tokenizer, items: pd.DataFrame, template: str, caps: Mapping[str, Any] | None,
+def check_benchmark_tokens(tokenizer, items: pd.DataFrame, template: str, caps: TokenCaps | None,
                            where: str) -> None:
     """Refuse the benchmark `items` (read from `where`) if an item's prompt or gold answer is over its cap."""
     if caps is None:
@@ -48,6 +48,6 @@ def check_benchmark_tokens(tokenizer, items: pd.DataFrame, template: str, caps: 
     ids = [record["id"] for record in records]
     prompts = [render_item_prompt(record, template, tokenizer) for record in records]
     check_token_cap(BENCHMARK_PROMPTS, ids, [len(tokenizer(p, add_special_tokens=False).input_ids) for p in prompts],
-                    caps["prompt"], where)
+                    caps.prompt, where)
     check_token_cap(BENCHMARK_ANSWERS, ids, answer_lengths(tokenizer, [str(r["answer"]) for r in records]),
-                    caps["answer"], where)
+                    caps.answer, where)

@@ -11,6 +11,7 @@ from dataflex_rl.atomic import write_parquet
 from dataflex_rl.evaluate import shards
 from dataflex_rl.evaluate.benchmark_fit import check_benchmark_tokens
 from dataflex_rl.tasks.prompting import render_item_prompt
+from dataflex_rl.tasks.token_caps import TokenCaps
 from dataflex_rl.verify.verifiers import get_verifier
 
 
@@ -31,7 +32,7 @@ def score_items(generator, items: pd.DataFrame, template: str, *, max_new_tokens
 
 
 def score_benchmarks(generator, items_paths: list, outputs: list, shard_keys: list[str], template: str,
-                     evaluation: dict, token_caps=None) -> None:
+                     evaluation: dict, token_caps: TokenCaps | None = None) -> None:
     """Score each benchmark's items with the one loaded model and write its per-item records atomically. First every
     benchmark is checked against the job's `token_caps` (dataflex_rl.evaluate.benchmark_fit), so that an over-long
     item stops the job before it scores anything. Each finished benchmark is then kept as a shard

@@ -30,7 +30,8 @@ class ProbeRollouts:
 
 
 class Probe(Protocol):
-    """What a backend provides to a selection round (the embedded one: backends/embedded/probe.py)."""
+    """What a backend provides to a selection round (Backend.open_probe; the embedded one:
+    backends/embedded/probe.py)."""
 
     def rollouts(self, rows: Sequence[int], samples: int, stream: str, noisy: bool) -> ProbeRollouts:
         """`samples` sampled responses per corpus row at the scoring temperature, drawn from the seed and `stream`;

@@ -7,7 +7,7 @@ it reruns no finished job. Torch-free: the callers tokenize.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, TypedDict
 
 EXAMPLES = 3  # over-long texts named in the message (all are counted)
 
@@ -23,6 +23,24 @@ _SECTIONS = {"corpus": ("Shorten or remove those rows", "the corpus is built"),
              "benchmarks": ("Remove those items from the benchmark file", "the items are loaded")}
 
 
+class TokenCap(TypedDict):
+    """One cap: the most tokens a text may have, and where the number comes from (the config key, or the model
+    positions it is derived from), which a refusal names."""
+
+    tokens: int
+    source: str
+
+
+@dataclass(frozen=True)
+class TokenCaps:
+    """The prompt and gold-answer caps a job holds its texts to (the corpus's for a base build and a train job, the
+    benchmarks' for a score job): one value from the rule's params to the backend and the fit checks. A job of a
+    backend without a built shape gets None instead (verl loads its own model and caps with its own data settings)."""
+
+    prompt: TokenCap
+    answer: TokenCap
+
+
 @dataclass(frozen=True)
 class CappedText:
     """The texts a token cap bounds, named by the cap's config key (`data_validation.<corpus|benchmarks>.
@@ -31,7 +49,7 @@ class CappedText:
     key: str
     error: type[ValueError]
 
-    def refusal(self, where: str, over: Sequence[tuple[str, int]], total: int, cap: Mapping[str, Any]) -> str:
+    def refusal(self, where: str, over: Sequence[tuple[str, int]], total: int, cap: TokenCap) -> str:
         section, name = self.key.split(".")[1:]
         kind = name.split("_")[1]
         nouns, measured, harm = _KINDS[kind]
@@ -44,7 +62,7 @@ class CappedText:
 
 
 def token_cap(capped: CappedText, model_key: str, model: Mapping[str, Any], reserved: str, reserved_tokens: int,
-              configured: int | None = None) -> dict[str, Any] | None:
+              configured: int | None = None) -> TokenCap | None:
     """The cap of `capped` for a model of `model` settings (a backend's `model_settings`) and where the number comes
     from: `configured`, else what the model's positions leave beside `reserved_tokens` (`reserved` says what they
     hold). None for a model without a built shape (verl loads its own and caps with its own data settings)."""
@@ -52,21 +70,21 @@ def token_cap(capped: CappedText, model_key: str, model: Mapping[str, Any], rese
     if shape is None:
         return None
     if configured is not None:
-        return {"tokens": int(configured), "source": capped.key}
+        return TokenCap(tokens=int(configured), source=capped.key)
     positions = shape["max_position_embeddings"]
-    return {"tokens": positions - reserved_tokens,
-            "source": f"{model_key}.shape.max_position_embeddings {positions} − {reserved}, the default of "
-                      f"{capped.key}"}
+    return TokenCap(tokens=positions - reserved_tokens,
+                    source=f"{model_key}.shape.max_position_embeddings {positions} − {reserved}, the default of "
+                           f"{capped.key}")
 
 
 def answer_token_cap(capped: CappedText, model_key: str, model: Mapping[str, Any],
-                     configured: int | None = None) -> dict[str, Any] | None:
+                     configured: int | None = None) -> TokenCap | None:
     """The longest gold answer of `capped`, in tokens, by default what the model's positions hold beside the
     end-of-text token that closes an answer: past that, no answer could be written or trained on."""
     return token_cap(capped, model_key, model, "1 end-of-text token", 1, configured)
 
 
-def check_token_cap(capped: CappedText, ids: Sequence[str], lengths: Sequence[int], cap: Mapping[str, Any] | None,
+def check_token_cap(capped: CappedText, ids: Sequence[str], lengths: Sequence[int], cap: TokenCap | None,
                     where: str) -> None:
     """Refuse every text of `where` longer than `cap` tokens, naming the first EXAMPLES with their lengths."""
     if cap is None:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from dataflex_rl.tasks.token_caps import CappedText, token_cap
+from dataflex_rl.tasks.token_caps import CappedText, TokenCap, TokenCaps, answer_token_cap, token_cap
+from dataflex_rl.tasks.validation_settings import ValidationSettings
 
 CAP_KEY = "data_validation.corpus.max_prompt_tokens"
 
@@ -27,11 +28,22 @@ TRAINING_ANSWERS = CappedText("data_validation.corpus.max_answer_tokens", Traini
 
 
 def prompt_token_cap(model_key: str, model: Mapping[str, Any], max_new_tokens: int,
-                     configured: int | None = None) -> dict[str, Any] | None:
+                     configured: int | None = None) -> TokenCap | None:
     """The longest prompt, in tokens after the template, a model of `model` settings trains on (CAP_KEY), by default
     what the model's positions leave beside a response of `max_new_tokens`; None for a model without a built shape."""
     return token_cap(TRAINING_PROMPTS, model_key, model, f"training.max_new_tokens {max_new_tokens}", max_new_tokens,
                      configured)
+
+
+def corpus_token_caps(model_key: str, model: Mapping[str, Any], max_new_tokens: int,
+                      section: ValidationSettings) -> TokenCaps | None:
+    """The caps of a model's base build and train jobs, configured in `data_validation.corpus` (`section`): its
+    prompts (`prompt_token_cap`) and its gold answers (the base's warm-up trains on them); None for a model without a
+    built shape."""
+    prompt = prompt_token_cap(model_key, model, max_new_tokens, section.max_prompt_tokens)
+    if prompt is None:
+        return None
+    return TokenCaps(prompt, answer_token_cap(TRAINING_ANSWERS, model_key, model, section.max_answer_tokens))
 
 
 def check_prompts_per_step(rows: int, prompts_per_step: int, corpus: str) -> None:

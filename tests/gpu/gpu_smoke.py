@@ -26,11 +26,10 @@ import yaml
 from dataflex_rl.backends.embedded.base_model import build_base_model
 from dataflex_rl.backends.embedded.settings import ModelShape, WarmupSettings
 from dataflex_rl.backends.verl.launch import METRICS_GLOB, VERL_METRICS, read_verl_metrics
-from dataflex_rl.backends.verl.merge import merge_run
 from dataflex_rl.backends.verl.scoring import VllmGenerator
 from dataflex_rl.backends.verl.trainer import DEBUG_DUMP_VARIABLE, DUMPED_FIELDS
 from dataflex_rl.evaluate.scoring import score_items
-from dataflex_rl.jobs import train_run
+from dataflex_rl.jobs import merge_run, train_run
 from dataflex_rl.layout import PROVENANCE
 from dataflex_rl.study import Study
 from dataflex_rl.tasks.corpus import benchmark_items, build_corpus
@@ -142,8 +141,8 @@ def score(out: Path) -> None:
     spec = study(out)
     (run,) = spec.runs
     model_dir = out / "run/merged"
-    merge_run(spec.train_slice(run), model_dir=out / "run/model", model_provenance=out / "run" / PROVENANCE,
-              out_dir=model_dir)
+    merge_run(spec.train_slice(run), model=run.model, model_dir=out / "run/model",
+              model_provenance=out / "run" / PROVENANCE, out_dir=model_dir)
     weights = sorted(p.name for p in model_dir.glob("*.safetensors"))
     check("merged to a Hugging Face directory", bool(weights) and (model_dir / "config.json").is_file(),
           f"{model_dir}: {weights} and config.json")

@@ -7,11 +7,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Collection, Mapping
 
+from dataflex_rl.backends.base import BaseModelJob, TrainJob
 from dataflex_rl.backends.embedded.memory import parameter_count, score_peak_mb, train_peak_mb
 from dataflex_rl.prompt_selection.candidates import SelectionSize
 from dataflex_rl.backends.embedded.settings import ModelShape, WarmupSettings
 from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.sections import filled
+from dataflex_rl.tasks.token_caps import TokenCaps
 
 if TYPE_CHECKING:
     from dataflex_rl.methods import MethodSpec
@@ -68,8 +70,9 @@ def _memory_errors(rule: str, key: str, shape: ModelShape, batch: str, prompts: 
 class EmbeddedBackend:
     name = "embedded"
     conda_env = "../envs/cpu.yaml"
-    builds_base_model = True
-    merges_checkpoint = False
+    # A trained run's model directory already is a Hugging Face model (the trainer saves it so): nothing to merge, so
+    # no merge job is planned, rather than one that copies the directory.
+    merge = None
 
     def model_settings(self, entry: Mapping[str, Any]) -> dict[str, Any]:
         return {"backend": self.name, "shape": asdict(filled(ModelShape, entry.get("shape"))),
@@ -131,23 +134,29 @@ class EmbeddedBackend:
     def job_resources(self, rule: str) -> dict[str, Any]:
         return {}
 
-    def build_base_model(self, model: Mapping[str, Any], *, corpus, out_dir, template: str, threads: int,
-                         prompt_cap=None, answer_cap=None) -> None:
+    def build_base_model(self, job: BaseModelJob, *, corpus, out_dir, threads: int,
+                         token_caps: TokenCaps | None) -> None:
         from dataflex_rl.backends.embedded.base_model import build_base_model
 
-        build_base_model(corpus, out_dir, ModelShape(**model["shape"]), WarmupSettings(**model["warmup"]), template,
-                         threads=threads, prompt_cap=prompt_cap, answer_cap=answer_cap)
+        build_base_model(corpus, out_dir, ModelShape(**job.model["shape"]), WarmupSettings(**job.model["warmup"]),
+                         job.template, threads=threads, token_caps=token_caps)
 
-    def train(self, model: Mapping[str, Any], *, base, corpus, method, seed: int, training: GRPOSettings,
-              template: str, out_model, out_metrics, state_dir, threads: int, prompt_cap=None,
-              target_domain: str | None = None, gpus: int = 0) -> dict[str, Any]:
+    def train(self, job: TrainJob, *, base, corpus, out_model, out_metrics, state_dir, threads: int,
+              token_caps: TokenCaps | None, gpus: int) -> dict[str, Any]:
         from dataflex_rl.backends.embedded.trainer import train_run
 
-        trained_with = train_run(base, corpus, method, seed, training, template, out_model, out_metrics, state_dir,
-                                 threads=threads, prompt_cap=prompt_cap, target_domain=target_domain)
+        trained_with = train_run(base, corpus, job.method, job.seed, job.training, job.template, out_model,
+                                 out_metrics, state_dir, threads=threads, token_caps=token_caps,
+                                 target_domain=job.target_domain, open_probe=self.open_probe)
         return {"threads": trained_with}  # the one thing besides its settings that its weights depend on
 
-    def open_generator(self, model: Mapping[str, Any], *, model_dir, threads: int, gpus: int = 0):
+    def open_generator(self, model: Mapping[str, Any], *, model_dir, threads: int, gpus: int):
         from dataflex_rl.backends.embedded.generation import EmbeddedGenerator
 
         return EmbeddedGenerator.load(model_dir, threads=threads)
+
+    def open_probe(self, trainer, temperature: float):
+        """Sampled rollouts and per-group gradients on the embedded trainer's model (backends/embedded/probe.py)."""
+        from dataflex_rl.backends.embedded.probe import EmbeddedProbe
+
+        return EmbeddedProbe(trainer, temperature)

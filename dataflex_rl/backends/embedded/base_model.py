@@ -12,23 +12,26 @@ from dataflex_rl.backends.embedded.settings import ModelShape, WarmupSettings
 from dataflex_rl.backends.embedded.sequences import encode_prompts
 from dataflex_rl.backends.embedded.warmup import supervised_warmup
 from dataflex_rl.tasks.prompting import render_prompt, render_target
-from dataflex_rl.tasks.token_caps import answer_lengths, check_token_cap
+from dataflex_rl.tasks.token_caps import TokenCaps, answer_lengths, check_token_cap
 from dataflex_rl.tasks.training_fit import TRAINING_ANSWERS, TRAINING_PROMPTS
 
 
 def build_base_model(corpus_path, out_dir, shape: ModelShape, warmup: WarmupSettings, template: str,
-                     threads: int = 1, progress: bool = True, prompt_cap=None, answer_cap=None) -> None:
+                     threads: int = 1, progress: bool = True, token_caps: TokenCaps | None = None) -> None:
     """Write the base model into `out_dir` (the job makes it appear atomically: dataflex_rl.jobs). A corpus prompt
-    longer than `prompt_cap` tokens, or a gold answer longer than `answer_cap` (dataflex_rl.tasks.training_fit), is
+    longer than `token_caps.prompt` tokens, or a gold answer longer than `token_caps.answer`
+    (dataflex_rl.tasks.training_fit), is
     refused as soon as the tokenizer exists, before the warm-up trains on it."""
     torch.set_num_threads(threads)
     corpus = pd.read_parquet(corpus_path)
     texts = [render_prompt(q, template) + render_target(a) for q, a in zip(corpus["prompt"], corpus["answer"])]
     tokenizer = train_tokenizer(texts, shape.vocab_size)
     prompts = encode_prompts(tokenizer, [render_prompt(q, template, tokenizer) for q in corpus["prompt"]])
-    check_token_cap(TRAINING_PROMPTS, list(corpus["id"]), [len(p) for p in prompts], prompt_cap, str(corpus_path))
-    check_token_cap(TRAINING_ANSWERS, list(corpus["id"]), answer_lengths(tokenizer, list(corpus["answer"])),
-                    answer_cap, str(corpus_path))
+    if token_caps is not None:
+        check_token_cap(TRAINING_PROMPTS, list(corpus["id"]), [len(p) for p in prompts], token_caps.prompt,
+                        str(corpus_path))
+        check_token_cap(TRAINING_ANSWERS, list(corpus["id"]), answer_lengths(tokenizer, list(corpus["answer"])),
+                        token_caps.answer, str(corpus_path))
     model = build_model(shape, tokenizer, warmup.seed)
     losses = supervised_warmup(model, tokenizer, corpus, warmup, template, progress=progress)
     save_model(model, tokenizer, out_dir)

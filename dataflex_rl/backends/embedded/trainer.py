@@ -33,9 +33,9 @@ from dataflex_rl import grpo
 from dataflex_rl.faults import FaultPlan
 from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.atomic import atomic_directory, atomic_path, remove_partial_writes, write_parquet
+from dataflex_rl.backends.base import ProbeOpener
 from dataflex_rl.backends.embedded.generation import decode_from, left_pad, response_texts
 from dataflex_rl.backends.embedded.model import load_model
-from dataflex_rl.backends.embedded.probe import EmbeddedProbe
 from dataflex_rl.backends.embedded.rewards import rollout_rewards
 from dataflex_rl.backends.embedded.sequences import (continuation_logprobs, encode_prompts, prefill,
                                                      response_logprobs)
@@ -45,7 +45,7 @@ from dataflex_rl.regimes.low_utility import is_easy
 from dataflex_rl.regimes.noisy_rewards import noisy_reward_p
 from dataflex_rl.methods import MethodSpec
 from dataflex_rl.tasks.prompting import render_prompt
-from dataflex_rl.tasks.token_caps import check_token_cap
+from dataflex_rl.tasks.token_caps import TokenCaps, check_token_cap
 from dataflex_rl.tasks.training_fit import TRAINING_PROMPTS, check_prompts_per_step
 
 
@@ -65,9 +65,11 @@ def _batch_health(rewards: torch.Tensor, token_mask: torch.Tensor) -> dict[str, 
 
 class EmbeddedGRPOTrainer:
     def __init__(self, base_dir: str | Path, corpus: pd.DataFrame, method: MethodSpec, seed: int,
-                 settings: GRPOSettings, template: str, target_domain: str | None = None):
+                 settings: GRPOSettings, template: str, target_domain: str | None = None,
+                 open_probe: ProbeOpener | None = None):
         """`target_domain`: the unbalanced regime's evaluation domain, where a prompt selection draws its validation
-        prompts from (None: any domain)."""
+        prompts from (None: any domain). `open_probe`: the backend's probe (Backend.open_probe), which a prompt
+        selection's rounds measure on this trainer."""
         self.settings, self.method, self.seed, self.template = settings, method, seed, template
         self.model, self.tokenizer = load_model(base_dir)
         self.reference = copy.deepcopy(self.model).requires_grad_(False)
@@ -84,8 +86,11 @@ class EmbeddedGRPOTrainer:
         self.optimiser = torch.optim.AdamW(self.model.parameters(), lr=settings.learning_rate, weight_decay=0.0)
         self.probe = None
         if self.policy.selector:
+            if open_probe is None:
+                raise ValueError(f"method {method.name!r} selects prompts by a probe of the training model, and the "
+                                 f"trainer was given none (open_probe)")
             temperature = self.policy.selector.policy.options["score_temperature"] or settings.temperature
-            self.probe = EmbeddedProbe(self, temperature)
+            self.probe = open_probe(self, temperature)
         self.generator = torch.Generator().manual_seed(seed)
         self.threads = torch.get_num_threads()  # what the run's steps are trained with; a resume keeps the recorded one
         self.step = 0
@@ -299,18 +304,20 @@ def _readable(path: Path) -> dict | None:
 
 
 def train_run(base_dir, corpus_path, method: MethodSpec, seed: int, settings: GRPOSettings, template: str,
-              out_model, out_metrics, state_dir, threads: int = 1, progress: bool = True, prompt_cap=None,
-              target_domain: str | None = None) -> int:
+              out_model, out_metrics, state_dir, threads: int = 1, progress: bool = True,
+              token_caps: TokenCaps | None = None, target_domain: str | None = None,
+              open_probe: ProbeOpener | None = None) -> int:
     """Train one (model, method, seed) run; write its final model directory (Hugging Face layout, loadable by
     transformers or vLLM like the base) and its per-step metrics, each atomically; return the thread count its steps
     were trained with. Before the first step, the corpus the run trains on must hold one step's prompts, each within
-    `prompt_cap` tokens (dataflex_rl.tasks.training_fit)."""
+    `token_caps.prompt` tokens (dataflex_rl.tasks.training_fit)."""
     torch.set_num_threads(threads)
     corpus = pd.read_parquet(corpus_path)
     check_prompts_per_step(len(corpus), settings.prompts_per_step, str(corpus_path))
-    trainer = EmbeddedGRPOTrainer(base_dir, corpus, method, seed, settings, template, target_domain)
-    check_token_cap(TRAINING_PROMPTS, list(corpus["id"]), [len(p) for p in trainer.prompt_tokens], prompt_cap,
-                    str(corpus_path))
+    trainer = EmbeddedGRPOTrainer(base_dir, corpus, method, seed, settings, template, target_domain, open_probe)
+    if token_caps is not None:
+        check_token_cap(TRAINING_PROMPTS, list(corpus["id"]), [len(p) for p in trainer.prompt_tokens],
+                        token_caps.prompt, str(corpus_path))
     metrics = trainer.train(Path(state_dir), progress=progress)
     metrics.insert(0, "method", method.name)
     metrics.insert(1, "seed", seed)

@@ -10,13 +10,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
+from dataflex_rl.backends.base import TrainJob
 from dataflex_rl.backends.verl.model_source import model_path_errors, model_path_notes
 from dataflex_rl.backends.verl.model_heads import model_heads, tensor_parallel_problem
 from dataflex_rl.backends.verl.rollout import RESULT_SETTINGS, RolloutSettings
-from dataflex_rl.methods import MethodSpec
 from dataflex_rl.policies.catalogue import CATALOGUE
 from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.sections import filled
+from dataflex_rl.tasks.token_caps import TokenCaps
 
 if TYPE_CHECKING:
     from dataflex_rl.prompt_selection.candidates import SelectionSize
@@ -67,8 +68,8 @@ def _arguments(values: Mapping[str, Any]) -> str:
 class VerlBackend:
     name = "verl"
     conda_env = "../envs/gpu.yaml"
-    builds_base_model = False
-    merges_checkpoint = True
+    build_base_model = None  # verl loads `path` and scores it untrained like any run
+    open_probe = None  # prompt selection does not run on verl in this version (UNSUPPORTED_FAMILIES)
 
     def model_settings(self, entry: Mapping[str, Any]) -> dict[str, Any]:
         return {"backend": self.name, "path": entry.get("path"),
@@ -226,26 +227,29 @@ class VerlBackend:
     def job_resources(self, rule: str) -> dict[str, Any]:
         return dict(JOB_RESOURCES.get(rule, {}))
 
-    def build_base_model(self, model, **_) -> None:
-        raise NotImplementedError(f"base model: the verl backend builds no base model; it loads `path` "
-                                  f"({model.get('path')!r}) and scores it untrained like any run")
-
-    def train(self, model: Mapping[str, Any], *, base, corpus, method: MethodSpec, seed: int, training: GRPOSettings,
-              template: str, out_model, out_metrics, state_dir, threads: int, prompt_cap=None,
-              target_domain: str | None = None, gpus: int = 0) -> dict[str, Any]:
+    def train(self, job: TrainJob, *, base, corpus, out_model, out_metrics, state_dir, threads: int,
+              token_caps: TokenCaps | None, gpus: int) -> dict[str, Any]:
         """One run, resumed from the checkpoints in `state_dir`; `base` is None (verl loads `path`), `gpus` the train
         job's `gpu` resource and `threads` its CPUs."""
         from dataflex_rl.backends.verl.launch import train_verl_run
 
         if gpus < 1:
-            raise ValueError(f"the verl train job of {method.name} seed {seed} has gpus={gpus}: verl trains on GPUs "
-                             f"— give the train rule a `gpu` resource (the slurm profile's set-resources train:gpu)")
-        return train_verl_run(model["path"], corpus=corpus, method=method, seed=seed, training=training, template=template,
-                       out_model=out_model, out_metrics=out_metrics, state_dir=Path(state_dir), gpus=gpus,
-                       cpus=threads, prompt_cap=prompt_cap, target_domain=target_domain,
-                       rollout_engine=filled(RolloutSettings, model.get("rollout")))
+            raise ValueError(f"the verl train job of {job.method.name} seed {job.seed} has gpus={gpus}: verl trains "
+                             f"on GPUs — give the train rule a `gpu` resource (the slurm profile's set-resources "
+                             f"train:gpu)")
+        return train_verl_run(job.model["path"], corpus=corpus, method=job.method, seed=job.seed,
+                              training=job.training, template=job.template, out_model=out_model,
+                              out_metrics=out_metrics, state_dir=Path(state_dir), gpus=gpus, cpus=threads,
+                              token_caps=token_caps, target_domain=job.target_domain,
+                              rollout_engine=filled(RolloutSettings, job.model.get("rollout")))
 
-    def open_generator(self, model: Mapping[str, Any], *, model_dir, threads: int, gpus: int = 0):
+    def merge(self, model_dir, out_dir) -> None:
+        """The run's final FSDP checkpoint through verl's own merger (dataflex_rl.backends.verl.merge)."""
+        from dataflex_rl.backends.verl.merge import merge_checkpoint
+
+        merge_checkpoint(model_dir, out_dir)
+
+    def open_generator(self, model: Mapping[str, Any], *, model_dir, threads: int, gpus: int):
         """A merged checkpoint (the merge job's Hugging Face directory), or the untrained `path` when None."""
         from dataflex_rl.backends.verl.scoring import VllmGenerator
 

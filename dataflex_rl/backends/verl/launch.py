@@ -28,6 +28,7 @@ from dataflex_rl.backends.verl.rollout_stops import write_rollout_generation_con
 from dataflex_rl.backends.verl.rollout import RolloutSettings
 from dataflex_rl.methods import MethodSpec
 from dataflex_rl.recipe import GRPOSettings
+from dataflex_rl.tasks.token_caps import TokenCaps
 from dataflex_rl.tasks.training_fit import check_prompts_per_step
 
 POLICY_PREFIX = "dataflex/"  # the trainer's policy-driver columns in verl's metrics (PolicyDriver.metrics)
@@ -158,7 +159,7 @@ def write_metrics(state_dir: Path, out_metrics, last_step: int, method: str, see
 
 
 def train_verl_run(model_path: str, *, corpus, method: MethodSpec, seed: int, training: GRPOSettings, template: str,
-                   out_model, out_metrics, state_dir: Path, gpus: int, cpus: int, prompt_cap=None,
+                   out_model, out_metrics, state_dir: Path, gpus: int, cpus: int, token_caps: TokenCaps | None = None,
                    target_domain: str | None = None,
                    rollout_engine: RolloutSettings = RolloutSettings()) -> dict[str, str]:
     """Train one run to `training.steps` (skipping verl when its final checkpoint is already in `state_dir`), then
@@ -176,7 +177,7 @@ def train_verl_run(model_path: str, *, corpus, method: MethodSpec, seed: int, tr
         print(f"rollouts stop at token ids {stops} ({files.generation_config_dir})", file=sys.stderr, flush=True)
         run_verl(run_overrides(model_path, training, seed, gpus=gpus, cpus=cpus, files=files, attention=attention,
                                rollout_engine=rollout_engine,
-                               prompt_tokens=prompt_cap["tokens"] if prompt_cap else DEFAULT_PROMPT_TOKENS,
+                               prompt_tokens=token_caps.prompt["tokens"] if token_caps else DEFAULT_PROMPT_TOKENS,
                                experiment=f"{method.name}-seed{seed}"), state_dir)
     write_metrics(state_dir, out_metrics, training.steps, method.name, seed, attention)
     # the trainer removes superseded checkpoints after each save; this also covers a run that verl finished before

@@ -1,20 +1,13 @@
-"""The merge job of a verl run: its final FSDP checkpoint (the train job's model output) into a Hugging Face model
-directory that vLLM scores, through verl's own merger (`python -m verl.model_merger merge --backend fsdp`).
-
-A job of its own (rule merge): it needs CPU memory for the gathered weights and no GPU, and a failed merge reruns
-without retraining. The directory is written atomically with its provenance record inside, as a base model's is,
-and the run's model output is verified against the train job's record before it is read.
+"""The verl backend's merge (Backend.merge): a run's final FSDP checkpoint (the train job's model output) into a
+Hugging Face model directory that vLLM scores, through verl's own merger (`python -m verl.model_merger merge --backend
+fsdp`). The merge job around it (dataflex_rl.jobs.merge_run) verifies the checkpoint and writes the directory
+atomically with its provenance record.
 """
 from __future__ import annotations
 
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Mapping
-
-from dataflex_rl.atomic import atomic_directory
-from dataflex_rl.layout import PROVENANCE
-from dataflex_rl.provenance import verified_input, write_provenance
 
 FSDP_CONFIG = "fsdp_config.json"  # verl writes it beside the shards; the merger reads the world size from it
 
@@ -34,11 +27,7 @@ def merge_command(checkpoint: str | Path, target_dir: str | Path) -> list[str]:
             "--target_dir", str(target_dir)]
 
 
-def merge_run(settings: Mapping[str, Any], *, model_dir, model_provenance, out_dir) -> None:
-    """Merge the run's checkpoint into `out_dir`; its provenance carries the run's settings slice (what the weights
-    depend on) and the verified checkpoint as input. The merger's output goes to this job's stderr (its log)."""
-    inputs = {"model": verified_input(model_dir, model_provenance)}
-    with atomic_directory(out_dir) as tmp:
-        subprocess.run(merge_command(actor_checkpoint(model_dir), tmp), check=True, stdout=sys.stderr,
-                       stderr=subprocess.STDOUT)
-        write_provenance(tmp / PROVENANCE, settings, [tmp], inputs)
+def merge_checkpoint(model_dir, out_dir) -> None:
+    """Merge the run's checkpoint into `out_dir`; the merger's output goes to this job's stderr (its log)."""
+    subprocess.run(merge_command(actor_checkpoint(model_dir), out_dir), check=True, stdout=sys.stderr,
+                   stderr=subprocess.STDOUT)

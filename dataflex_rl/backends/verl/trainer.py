@@ -38,6 +38,7 @@ from verl.workers.utils.padding import response_to_nested
 from dataflex_rl.atomic import atomic_path
 from dataflex_rl.backends.verl.checkpoints import remove_superseded_checkpoints
 from dataflex_rl.backends.verl.job import CONFIG_BLOCK, VerlRunJob
+from dataflex_rl.backends.verl.registration import check_registered
 from dataflex_rl.backends.verl.writeback import verl_loss_fields
 from dataflex_rl.policies import GroupBatch
 from dataflex_rl.policy_driver import PolicyDriver
@@ -54,9 +55,7 @@ logger.setLevel(logging.INFO)  # verl configures the root logger at WARNING
 
 class DataflexTrainer(PPOTrainerSync):
     def __init__(self, config: DictConfig):
-        from dataflex_rl.backends.verl.plugin import check_registered  # the plugin imports this module to register it
-
-        check_registered()
+        check_registered(DataflexTrainer)
         correction = config.algorithm.get("rollout_correction") or {}
         for key in ("rollout_is", "rollout_rs"):
             if correction.get(key) is not None:
