@@ -90,8 +90,6 @@ def train_inputs(wildcards):
     }
 
 
-
-
 def score_inputs(wildcards):
     """A scoring job's inputs, by name (`unpack`: one function per job instead of one per input); a score written
     with other settings than its slice now is scored again (dataflex_rl/replans.py)."""
