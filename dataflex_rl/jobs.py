@@ -70,7 +70,7 @@ def train_run(job: Mapping[str, Any], settings: Mapping[str, Any], *, base, corp
               file=sys.stderr)
     training = GRPOSettings(**job["training"], checkpoint_every=checkpoint_every)
     runtime = get_backend(job["model"]["backend"]).train(
-        job["model"], base=base, corpus=corpus, method=MethodSpec(**job["method"]), seed=job["seed"],
+        job["model"], base=base, corpus=corpus, method=MethodSpec.from_job(job["method"]), seed=job["seed"],
         training=training, template=job["template"], out_model=out_model, out_metrics=out_metrics,
         state_dir=state, threads=threads, prompt_cap=prompt_cap, target_domain=job.get("target_domain"), gpus=gpus)
     write_provenance(out_provenance, settings, [out_model, out_metrics], inputs, runtime)

@@ -408,9 +408,13 @@ def metrics_inputs(runs):
     }
 
 
-# The runs of prompt-selection methods, whose round metrics the selection tables read (none: no such tables).
+# The runs whose method's family adds the selection tables (prompt selection: the tables read its round metrics; no
+# such run: no such tables).
 SELECTION_RUNS = [
-    (cell, run) for cell in STUDY.cells() for run in cell.runs if STUDY.methods[run.method].family == "prompt_selection"
+    (cell, run)
+    for cell in STUDY.cells()
+    for run in cell.runs
+    if STUDY.methods[run.method].family.tables == layout.SELECTION_TABLES
 ]
 
 

@@ -6,6 +6,7 @@ import torch
 from dataflex_rl.grpo import group_advantages
 from dataflex_rl.policy_driver import PolicyDriver
 from dataflex_rl.methods import MethodSpec
+from dataflex_rl.policies.catalogue import Family
 
 DOMAINS = ["math"] * 6 + ["logic"] * 3 + ["science"] * 3  # corpus rows: shares 1/2, 1/4, 1/4
 
@@ -17,7 +18,7 @@ def _batch(rewards):
 
 
 def test_a_selection_drops_the_degenerate_group_from_pg_and_kl_and_names_its_metrics():
-    driver = PolicyDriver(MethodSpec("difffilter", "difffilter", {}, "selection"), DOMAINS, seed=3)
+    driver = PolicyDriver(MethodSpec("difffilter", "difffilter", {}, Family.selection), DOMAINS, seed=3)
     assert driver.mixture is None
     rows = driver.draw(2)
     assert len(rows) == 2 and all(0 <= r < len(DOMAINS) for r in rows)
@@ -35,7 +36,7 @@ def test_a_selection_drops_the_degenerate_group_from_pg_and_kl_and_names_its_met
 
 def test_a_mixture_steers_the_stream_and_keeps_every_response():
     weights = {"math": 0.0, "logic": 1.0, "science": 0.0}
-    driver = PolicyDriver(MethodSpec("static", "static", {"weights": weights}, "mixture"), DOMAINS, seed=3)
+    driver = PolicyDriver(MethodSpec("static", "static", {"weights": weights}, Family.mixture), DOMAINS, seed=3)
     rows = driver.draw(4)
     assert [DOMAINS[r] for r in rows] == ["logic"] * 4
     rewards, mask, advantages, old = _batch([[1, 0, 0, 0, 0]] * 4)
@@ -45,8 +46,8 @@ def test_a_mixture_steers_the_stream_and_keeps_every_response():
         "p:logic": 1.0, "p:math": 0.0, "p:science": 0.0}
 
 
-@pytest.mark.parametrize("method", [MethodSpec("dump_ucb", "dump_ucb", {}, "mixture"),
-                                    MethodSpec("baseline", "baseline", {}, "none")])
+@pytest.mark.parametrize("method", [MethodSpec("dump_ucb", "dump_ucb", {}, Family.mixture),
+                                    MethodSpec("baseline", "baseline", {}, Family.none)])
 def test_the_state_restores_the_draws(method):
     driver = PolicyDriver(method, DOMAINS, seed=5)
     rewards, mask, advantages, old = _batch([[1, 0, 1, 0, 0]] * 3)

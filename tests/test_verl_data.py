@@ -19,6 +19,7 @@ from dataflex_rl.backends.verl.launch import VerlRunError, metrics_frame, read_v
 from dataflex_rl.backends.verl.reward import compute_score
 from dataflex_rl.config_checks import model_errors
 from dataflex_rl.methods import MethodSpec
+from dataflex_rl.policies.catalogue import Family
 from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.regimes.noisy_rewards import NOISY_REWARD_KEY
 from dataflex_rl.report.figures import training_curves
@@ -236,7 +237,7 @@ def test_nothing_is_removed_without_a_complete_checkpoint(tmp_path, tracker):
     assert first.is_dir() and second.is_dir()
 
 
-METHOD = MethodSpec("topk", "topk", {"fraction": 0.5}, "selection", "baseline")
+METHOD = MethodSpec("topk", "topk", {"fraction": 0.5}, Family.selection, "baseline")
 SETTINGS = GRPOSettings(steps=3, prompts_per_step=4, rollouts=5, checkpoint_every=1)
 
 

@@ -18,11 +18,6 @@ from dataflex_rl.policies.catalogue import CATALOGUE
 from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.sections import filled
 
-# Policy families the verl trainer does not run: a prompt selection's rounds decode and differentiate candidate
-# prompts outside the training step, which the plugin's trainer has no seam for in this version.
-UNSUPPORTED_FAMILIES = ("prompt_selection",)
-
-
 # What a verl job asks of its machine (rules/common.smk gives these to the rules, after a model's own
 # `models.<m>.resources`; a profile's set-resources or --set-resources overrides them; the site's default partition
 # and account live in profiles/slurm). The GPU jobs name their Slurm partition here, with the GPUs they ask for, so
@@ -73,12 +68,14 @@ class VerlBackend:
 
     def config_errors(self, key: str, entry: Mapping[str, Any], workdir: Path, records_only: bool,
                       methods: Mapping[str, Mapping[str, Any]]) -> list[str]:
+        # The verl backend has no probe in this version: a family that needs one (a prompt selection's rounds decode
+        # and differentiate candidate prompts outside the training step) is refused.
         errors = [f"methods.{name}.policy: {method['policy']!r} is a {CATALOGUE[method['policy']].family} method, "
                   f"which the verl backend ({key}) does not run in this version: its selection rounds score candidate "
                   f"prompts with extra rollouts and gradients outside verl's training step — remove the method, or "
                   f"run it on an embedded model"
                   for name, method in methods.items()
-                  if method.get("policy") in CATALOGUE and CATALOGUE[method["policy"]].family in UNSUPPORTED_FAMILIES]
+                  if method.get("policy") in CATALOGUE and CATALOGUE[method["policy"]].family.needs_probe]
         if "path" not in entry:
             errors.append(f"{key}.path: missing; the verl backend needs the base model's local path or hub name "
                           f"(e.g. Qwen/Qwen2.5-7B)")
