@@ -46,6 +46,22 @@ def test_a_mixture_steers_the_stream_and_keeps_every_response():
         "p:logic": 1.0, "p:math": 0.0, "p:science": 0.0}
 
 
+def test_the_family_role_decides_what_the_driver_builds():
+    round_ = {"candidates_per_round": 4, "selection_ratio": 2, "validation_size": 2}
+    selection = PolicyDriver(MethodSpec("gradalign", "gradalign", round_, Family.prompt_selection), DOMAINS, seed=1)
+    assert selection.needs_probe and selection.selector and selection.mixture is None
+    assert selection.score_temperature(0.9) == 0.9  # unset: the training temperature
+    hotter = {**round_, "score_temperature": 1.3}
+    assert PolicyDriver(MethodSpec("gradalign", "gradalign", hotter, Family.prompt_selection), DOMAINS,
+                        seed=1).score_temperature(0.9) == 1.3
+    mixture = PolicyDriver(MethodSpec("static", "static", {}, Family.mixture), DOMAINS, seed=1)
+    assert not mixture.needs_probe and mixture.mixture and mixture.selector is None
+    assert mixture.response_policy.name == "baseline"  # the responses are kept as sampled
+    response = PolicyDriver(MethodSpec("topk", "topk", {}, Family.selection), DOMAINS, seed=1)
+    assert (response.needs_probe, response.mixture, response.selector) == (False, None, None)
+    assert response.response_policy.name == "topk"
+
+
 @pytest.mark.parametrize("method", [MethodSpec("dump_ucb", "dump_ucb", {}, Family.mixture),
                                     MethodSpec("baseline", "baseline", {}, Family.none)])
 def test_the_state_restores_the_draws(method):
