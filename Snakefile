@@ -29,4 +29,4 @@ if workflow.is_main_process:
 
 rule all:
     input:
-        FILES.final_outputs() + selection_outputs(),
+        FILES.final_outputs(),

@@ -50,6 +50,7 @@ def _train(model_dir: Path, spec: dict) -> None:
 
     from dataflex_rl.backends.embedded.trainer import EmbeddedGRPOTrainer
     from dataflex_rl.methods import MethodSpec
+    from dataflex_rl.policies.catalogue import Family
     from dataflex_rl.recipe import GRPOSettings
 
     groups = spec["prompts_per_step"]
@@ -60,8 +61,8 @@ def _train(model_dir: Path, spec: dict) -> None:
                             "answer_format": "exact", "metadata": "{}"} for i in range(rows)])
     settings = GRPOSettings(steps=2, prompts_per_step=groups, rollouts=spec["rollouts"],
                             max_new_tokens=spec["max_new_tokens"], checkpoint_every=2)
-    method = (MethodSpec("baseline", "baseline", {}, "none") if selection is None
-              else MethodSpec("gradalign", "gradalign", selection, "prompt_selection"))
+    method = (MethodSpec("baseline", "baseline", {}, Family.none) if selection is None
+              else MethodSpec("gradalign", "gradalign", selection, Family.prompt_selection))
     trainer = EmbeddedGRPOTrainer(model_dir, corpus, method, 0, settings, "{question}")
     assert {len(t) for t in trainer.prompt_tokens} == {_prompt_tokens(spec)}, "a digit is not one token"
     for _ in range(settings.steps):

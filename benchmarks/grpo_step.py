@@ -141,7 +141,7 @@ def _wrap_stages(split: Split, module, trainer) -> None:
     split.wrap(torch.Tensor, "backward", "backward")
     split.wrap(trainer.optimiser, "step", "optimiser")
     for call in ("draw", "weigh", "observe", "metrics"):
-        split.wrap(trainer.policy, call, "policy")
+        split.wrap(trainer.driver, call, "policy")
 
 
 def _trl(root: Path, steps: int) -> tuple[list[float], list[dict]]:

@@ -50,14 +50,14 @@ def _recorded_steps(study: Study, corpus: pd.DataFrame, steps: int, root: Path) 
     save_model(build_model(shape, tokenizer, seed=0), tokenizer, root / "model")
     trainer = EmbeddedGRPOTrainer(root / "model", corpus, study.methods["baseline"], seed=1,
                                   settings=replace(study.training, steps=steps), template=study.template)
-    batches, weigh = [], trainer.policy.weigh
+    batches, weigh = [], trainer.driver.weigh
 
     def recording(rewards, token_mask, advantages, old_logprobs, domains, prompt_ids):
         batches.append({"rewards": rewards, "token_mask": token_mask, "advantages": advantages,
                         "old_logprobs": old_logprobs, "domains": list(domains), "prompt_ids": list(prompt_ids)})
         return weigh(rewards, token_mask, advantages, old_logprobs, domains, prompt_ids)
 
-    trainer.policy.weigh = recording
+    trainer.driver.weigh = recording
     seconds = [trainer.train_step()["seconds"] for _ in range(steps)]
     return seconds, batches
 

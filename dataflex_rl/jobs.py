@@ -67,7 +67,7 @@ def training_state(state_dir, settings: Mapping[str, Any], inputs: Mapping[str, 
 
 def train_job(job: Mapping[str, Any], checkpoint_every: int) -> TrainJob:
     """The typed spec of a train job's arguments (`params.job`: Study.train_job) and its checkpoint interval."""
-    return TrainJob(job["model"], job["template"], MethodSpec(**job["method"]), job["seed"],
+    return TrainJob(job["model"], job["template"], MethodSpec.from_job(job["method"]), job["seed"],
                     GRPOSettings(**job["training"], checkpoint_every=checkpoint_every), job.get("target_domain"))
 
 

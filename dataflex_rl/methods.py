@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
-from dataflex_rl.policies.catalogue import CATALOGUE
+from dataflex_rl.policies.catalogue import CATALOGUE, Family
 
 
 @dataclass(frozen=True)
@@ -15,8 +15,13 @@ class MethodSpec:
     name: str
     policy: str
     params: dict
-    family: str
+    family: Family
     control: str | None = None
+
+    @classmethod
+    def from_job(cls, method: Mapping[str, Any]) -> MethodSpec:
+        """The method as a job carries it, as plain JSON (`Study.train_job`, the verl run job): its family by name."""
+        return cls(**{**method, "family": Family(method["family"])})
 
     def resolved_params(self) -> dict[str, Any]:
         """Every parameter and family option with the catalogue's defaults for its `semantics` filled in: what the

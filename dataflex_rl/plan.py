@@ -12,7 +12,6 @@ from dataflex_rl.allocation import requested_hours, score_layout_lines, total_li
 from dataflex_rl.backends.registry import get_backend
 from dataflex_rl.benchmarks.paths import benchmark_paths
 from dataflex_rl.layout import FULL_DATA
-from dataflex_rl.policies.catalogue import CATALOGUE
 from dataflex_rl.study import Study
 from dataflex_rl.benchmarks.registry import get_benchmark
 
@@ -83,8 +82,7 @@ def _methods_table(study: Study) -> list[str]:
     for name, method in study.methods.items():
         params = ", ".join(f"{k}={v}" for k, v in sorted(method.params.items()))
         control = f"vs {method.control}" if method.control else "(reference)"
-        family = CATALOGUE[method.policy].family
-        rows.append(f"    {name:<14} {method.policy:<11} {family:<12} {control:<16} {params}".rstrip())
+        rows.append(f"    {name:<14} {method.policy:<11} {method.family.name:<12} {control:<16} {params}".rstrip())
     return rows
 
 

@@ -1,9 +1,10 @@
 """The data-policy side of one GRPO step, backend-neutral: what the embedded trainer calls, and what a verl trainer
 subclass calls from its `_next_train_batch` and `_compute_advantage`.
 
-A method's family decides the roles: a mixture chooses the domains of the next prompts (and the responses are kept
-as sampled); a prompt selection chooses the prompts by a selection round every few steps (and its `response_policy`
-weighs the responses); any other policy keeps the uniform prompt stream and weighs the responses. Per step:
+A method's family gives the role (`Family.role`): a mixture chooses the domains of the next prompts (and the responses
+are kept as sampled); a prompt selection chooses the prompts by a selection round every few steps (and its
+`response_policy` weighs the responses); a response policy keeps the uniform prompt stream and weighs the responses.
+Per step:
   rows = driver.draw(prompts_per_step, step, probe)        mixture probabilities → prompt stream rows, or the
                                                            selection round's kept rows (the probe: the backend's)
   loss = driver.weigh(rewards, token_mask, advantages, …)  GroupBatch → LossWeights → the loss inputs
@@ -19,6 +20,7 @@ from typing import Any, Sequence
 import torch
 
 from dataflex_rl.policies import GroupBatch, build_mixture, build_prompt_selection, build_response_policy
+from dataflex_rl.policies.catalogue import Role
 from dataflex_rl.prompt_selection.selector import PromptSelector, RowLabels
 from dataflex_rl.prompt_stream import PromptStream
 from dataflex_rl.methods import MethodSpec
@@ -37,14 +39,17 @@ class LossInputs:
 
 
 class PolicyDriver:
+    """One run's data policy, in the role its family gives it; what a trainer calls each step (see above)."""
+
     def __init__(self, method: MethodSpec, row_domains: Sequence[str], seed: int, labels: RowLabels | None = None):
         """`labels`: what a prompt selection's round metrics count per row (default: the domains, nothing noised)."""
         self.stream = PromptStream(row_domains, seed)
+        self.needs_probe = method.family.needs_probe  # `draw` then takes the backend's probe
         self.mixture = self.selector = None
-        if method.family == "mixture":
+        if method.family.role is Role.MIXTURE:
             self.response_policy = build_response_policy("baseline", {})
             self.mixture = build_mixture(method.policy, self.stream.domains, method.params)
-        elif method.family == "prompt_selection":
+        elif method.family.role is Role.PROMPT_SELECTION:
             policy = build_prompt_selection(method.policy, method.params)
             self.response_policy = policy.response_policy()
             no_flags = [False] * len(row_domains)
@@ -52,6 +57,11 @@ class PolicyDriver:
         else:
             self.response_policy = build_response_policy(method.policy, method.params)
         self._probabilities: dict[str, float] | None = None
+
+    def score_temperature(self, training_temperature: float) -> float:
+        """The sampling temperature of a selection round's scoring rollouts: the method's `score_temperature`, or
+        the training temperature where it leaves it unset."""
+        return self.selector.policy.options["score_temperature"] or training_temperature
 
     def draw(self, prompts: int, step: int = 0, probe=None) -> list[int]:
         """The corpus rows of the next step's prompts: the selection round's kept rows (a prompt selection, which

@@ -28,7 +28,7 @@ from dataflex_rl.evaluate.benchmark_fit import benchmark_token_caps
 from dataflex_rl.evaluate.settings import EvaluationSettings
 from dataflex_rl.methods import MethodSpec
 from dataflex_rl.layout import FULL_DATA, UNTRAINED, parse_run, run_id, run_name, study_cell
-from dataflex_rl.policies.catalogue import CATALOGUE
+from dataflex_rl.policies.catalogue import CATALOGUE, Role
 from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.regimes.catalogue import REGIMES, regime_params
 from dataflex_rl.sections import filled
@@ -496,8 +496,8 @@ class Study:
         spec = self.methods[run.method]
         job = {"model": self.models[run.model].settings, "template": self.template, "seed": run.seed,
                "training": self._training(run.steps),
-               "method": {"name": spec.name, "policy": spec.policy, "params": spec.params, "family": spec.family}}
-        if spec.family == "prompt_selection":  # its validation prompts come from the regime's evaluation domain
+               "method": {"name": spec.name, "policy": spec.policy, "params": spec.params, "family": spec.family.name}}
+        if spec.family.role is Role.PROMPT_SELECTION:  # its validation prompts come from the regime's evaluation domain
             job["target_domain"] = self.regimes[run.regime].evaluation_domain if run.regime else None
         return job
 

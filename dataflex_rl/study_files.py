@@ -36,7 +36,7 @@ class StudyFiles:
         if self.study.records_file:
             return self.tables()
         return (self.gates() + self.run_outputs() + self.scores() + [layout.RECORDS] + self.tables()
-                + self.training_curves())
+                + self.training_curves() + self.selection_tables())
 
     def gates(self) -> list[str]:
         return ([layout.quarantine_gate(name) for name in [layout.CORPUS_DATA, *self.benchmarks]]
@@ -67,6 +67,16 @@ class StudyFiles:
     def conda_env(self, model: str) -> str:
         """The conda environment file of a model's jobs (relative to rules/): its backend's."""
         return get_backend(self.study.models[model].backend).conda_env
+
+    def selection_runs(self) -> list[tuple[Any, Any]]:
+        """(cell, run) of every run whose method's family adds the selection tables (prompt selection: they read its
+        round metrics)."""
+        return [(cell, run) for cell in self.study.cells() for run in cell.runs
+                if self.study.methods[run.method].family.tables]
+
+    def selection_tables(self) -> list[str]:
+        """The selection tables, where a run's family adds them (none for a records-only study: no round metrics)."""
+        return layout.selection_tables(self.study.name) if self.selection_runs() and not self.study.records_file else []
 
     # --- what a job reads --------------------------------------------------------------------------------------
     def training_corpus(self, model: str, run: str) -> str:

@@ -154,14 +154,8 @@ def report_table(path):
     )
 
 
-# The runs of prompt-selection methods, whose round metrics the selection tables read (none: no such tables).
-SELECTION_RUNS = [
-    (cell, run) for cell in STUDY.cells() for run in cell.runs if STUDY.methods[run.method].family == "prompt_selection"
-]
-
-
-def selection_outputs():
-    return layout.selection_tables(STUDY.name) if SELECTION_RUNS and not STUDY.records_file else []
+# The runs whose method's family adds the selection tables (prompt selection: they read its round metrics).
+SELECTION_RUNS = FILES.selection_runs()
 
 
 # --- after every rule is defined (called from the Snakefile) ---------------------------------------------------------

@@ -14,7 +14,7 @@ import yaml
 from dataflex_rl.config_checks import method_errors, resource_errors, shape_errors, study_errors, training_errors
 from dataflex_rl.policies import build_mixture, build_response_policy, list_policies, registry
 from dataflex_rl.policies.batch import GroupBatch
-from dataflex_rl.policies.catalogue import CATALOGUE, OPTIONS, Param, PolicySpec, rounded_count, solve_rates
+from dataflex_rl.policies.catalogue import CATALOGUE, Family, Param, PolicySpec, rounded_count, solve_rates
 from dataflex_rl.policies.selection import _count, difficulty_band
 from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.study import Study
@@ -38,7 +38,7 @@ def test_catalogue_and_registry_agree_every_entry_has_exactly_one_implementation
         assert all(p.default is inspect.Parameter.empty for p in declared), name  # defaults: the catalogue's only
         with pytest.raises(ValueError, match=f"{name!r} is already registered"):
             registry.policy(name)(entry.target)
-    assert {family: tuple(o.name for o in options) for family, options in OPTIONS.items() if options} == {
+    assert {family.name: tuple(o.name for o in family.options) for family in Family if family.options} == {
         "none": ("semantics",),
         "selection": ("semantics", "drop_kl", "advantages", "control", "control_scope", "seed"),
         "reweighting": ("semantics", "normalize"),
@@ -50,7 +50,7 @@ def test_catalogue_and_registry_agree_every_entry_has_exactly_one_implementation
 def test_a_catalogue_entry_without_an_implementation_is_refused(monkeypatch):
     import dataflex_rl.policies
 
-    monkeypatch.setitem(CATALOGUE, "orphan", PolicySpec("orphan", "selection", "reward"))
+    monkeypatch.setitem(CATALOGUE, "orphan", PolicySpec("orphan", Family.selection, "reward"))
     assert registry.unimplemented() == ["orphan"]
     with pytest.raises(ImportError, match=r"\['orphan'\] have no implementation: register one .* @policy\(name\)"):
         dataflex_rl.policies.__getattr__("LossWeights")

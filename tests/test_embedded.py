@@ -13,6 +13,7 @@ from dataflex_rl.backends.embedded.trainer import EmbeddedGRPOTrainer
 from dataflex_rl.backends.embedded.settings import ModelShape, WarmupSettings
 from dataflex_rl.items import item_metadata
 from dataflex_rl.methods import MethodSpec
+from dataflex_rl.policies.catalogue import Family
 from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.regimes.noisy_rewards import NOISY_REWARD_KEY
 from dataflex_rl.tasks.corpus import build_corpus
@@ -64,13 +65,13 @@ def assert_same_weights(a, b):
         assert torch.equal(x, y), name
 
 
-def _trainer(root, corpus, method=MethodSpec("baseline", "baseline", {}, "none"), steps=4, seed=7):
+def _trainer(root, corpus, method=MethodSpec("baseline", "baseline", {}, Family.none), steps=4, seed=7):
     settings = GRPOSettings(steps=steps, prompts_per_step=4, rollouts=5, max_new_tokens=4, checkpoint_every=2)
     return EmbeddedGRPOTrainer(root / "base", corpus, method, seed, settings, TEMPLATE)
 
 
-@pytest.mark.parametrize("method", [MethodSpec("baseline", "baseline", {}, "none"),
-                                    MethodSpec("static", "static", {}, "mixture")])
+@pytest.mark.parametrize("method", [MethodSpec("baseline", "baseline", {}, Family.none),
+                                    MethodSpec("static", "static", {}, Family.mixture)])
 def test_same_seed_gives_identical_metrics_and_weights(workspace, tmp_path, method):
     root, corpus = workspace
     first, second = _trainer(root, corpus, method), _trainer(root, corpus, method)
@@ -96,7 +97,7 @@ def test_resume_from_checkpoint_is_bit_identical(workspace, tmp_path):
 
 def test_metrics_record_policy_effects(workspace, tmp_path):
     root, corpus = workspace
-    trainer = _trainer(root, corpus, MethodSpec("difffilter", "difffilter", {"low": 0.2, "high": 0.8}, "selection"))
+    trainer = _trainer(root, corpus, MethodSpec("difffilter", "difffilter", {"low": 0.2, "high": 0.8}, Family.selection))
     metrics = trainer.train(tmp_path / "s", progress=False)
     expected_columns = {"mean_reward", "degenerate_group_fraction", "kept_fraction", "p:math", "p:logic", "p:science"}
     assert expected_columns <= set(metrics.columns)
@@ -116,7 +117,7 @@ def test_the_loss_aggregation_setting_reaches_the_loss(workspace, tmp_path):
     for mode in ("seq-mean-token-mean", "token-mean"):
         settings = GRPOSettings(steps=1, prompts_per_step=4, rollouts=5, max_new_tokens=4, checkpoint_every=1,
                                 loss_aggregation=mode)
-        trainer = EmbeddedGRPOTrainer(root / "base", noisy, MethodSpec("baseline", "baseline", {}, "none"), 7,
+        trainer = EmbeddedGRPOTrainer(root / "base", noisy, MethodSpec("baseline", "baseline", {}, Family.none), 7,
                                       settings, TEMPLATE)
         first_step[mode] = trainer.train(tmp_path / mode, progress=False).iloc[0]
     eq1, token_mean = first_step["seq-mean-token-mean"], first_step["token-mean"]

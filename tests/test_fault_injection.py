@@ -23,6 +23,7 @@ from dataflex_rl.backends.embedded.model import load_model
 from dataflex_rl.backends.embedded.trainer import train_run
 from dataflex_rl.backends.embedded.settings import WarmupSettings
 from dataflex_rl.methods import MethodSpec
+from dataflex_rl.policies.catalogue import Family
 from dataflex_rl.faults import ENV, POINTS, FaultPlan
 from dataflex_rl.recipe import GRPOSettings
 
@@ -33,12 +34,12 @@ SEED = 1
 SETTINGS = GRPOSettings(steps=5, prompts_per_step=4, rollouts=4, max_new_tokens=3, checkpoint_every=2,
                         learning_rate=1e-2)
 METHODS = {
-    "baseline": MethodSpec("baseline", "baseline", {}, "none"),
+    "baseline": MethodSpec("baseline", "baseline", {}, Family.none),
     # a mixture with state (UCB counts and |advantage| windows) that steers the prompt stream's domain draws
-    "dump_ucb": MethodSpec("dump_ucb", "dump_ucb", {}, "mixture"),
+    "dump_ucb": MethodSpec("dump_ucb", "dump_ucb", {}, Family.mixture),
     # a selection under its matched-random control
     "difffilter_random": MethodSpec("difffilter_random", "difffilter",
-                                    {"low": 0.2, "high": 0.8, "control": "random", "seed": 3}, "selection"),
+                                    {"low": 0.2, "high": 0.8, "control": "random", "seed": 3}, Family.selection),
 }
 # (method, fault, the checkpoint step the rerun resumes from, or None when no checkpoint exists yet)
 CASES = [
@@ -69,7 +70,8 @@ for line in sys.stdin:
         try:
             os.environ["%s"] = case["fault"]
             args = case["args"]
-            train_run(**{**args, "method": MethodSpec(**args["method"]), "settings": GRPOSettings(**args["settings"])})
+            train_run(**{**args, "method": MethodSpec.from_job(args["method"]),
+                         "settings": GRPOSettings(**args["settings"])})
         except BaseException:
             traceback.print_exc()
             code = 1
@@ -95,7 +97,7 @@ def run_args(root: Path, method: str, run_dir: Path) -> dict:
 
 
 def train_in_process(args: dict) -> None:
-    train_run(**{**args, "method": MethodSpec(**args["method"]), "settings": GRPOSettings(**args["settings"])})
+    train_run(**{**args, "method": MethodSpec.from_job(args["method"]), "settings": GRPOSettings(**args["settings"])})
 
 
 def case_dir(root: Path, method: str, fault: str) -> Path:

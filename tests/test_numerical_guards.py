@@ -9,11 +9,12 @@ import torch
 from dataflex_rl.backends.embedded.trainer import EmbeddedGRPOTrainer
 from dataflex_rl.backends.embedded.settings import WarmupSettings
 from dataflex_rl.methods import MethodSpec
+from dataflex_rl.policies.catalogue import Family
 from dataflex_rl.recipe import GRPOSettings
 
 from tiny_base import TEMPLATE, tiny_base
 
-METHOD = MethodSpec("dump_ucb", "dump_ucb", {}, "mixture")  # a mixture, so the rewound state includes its own
+METHOD = MethodSpec("dump_ucb", "dump_ucb", {}, Family.mixture)  # a mixture, so the rewound state includes its own
 
 
 @pytest.fixture(scope="module")

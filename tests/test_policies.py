@@ -214,7 +214,7 @@ def test_mixture_state_dict_round_trips_through_json():
 # --- registry -----------------------------------------------------------------------------------------------------
 
 def test_registry_lists_every_family():
-    listed = set(list_policies())
+    listed = {(name, family.name, signal) for name, family, signal in list_policies()}
     assert {("baseline", "none", None), ("difffilter", "selection", "solve_rate"),
             ("softmax", "reweighting", "mean_abs_advantage"), ("static", "mixture", None),
             ("reward_gap", "mixture", "domain_mean_reward")} <= listed

@@ -10,6 +10,7 @@ import torch
 
 from dataflex_rl.grpo import group_advantages, grpo_loss
 from dataflex_rl.policies import GroupBatch, build_response_policy, list_policies, subset_group_advantages
+from dataflex_rl.policies.catalogue import Family
 from dataflex_rl.policies.selection import max_variance_subset
 
 SELECTIONS = ["difffilter", "maxvar", "gfpo", "topk"]
@@ -41,7 +42,7 @@ def kept_mask(weights):
 
 
 def test_the_thirteen_configurations_and_the_prompt_selections_are_registered():
-    families = {name: family for name, family, _ in list_policies()}
+    families = {name: family.name for name, family, _ in list_policies()}
     assert families == {
         "baseline": "none", "difffilter": "selection", "maxvar": "selection", "gfpo": "selection",
         "topk": "selection", "ar": "reweighting", "per": "reweighting", "softmax": "reweighting",
@@ -300,7 +301,7 @@ def test_paper_and_released_option_defaults():
     assert released["drop_kl"] is False and released["advantages"] == "keep"
     assert build_response_policy("difffilter", {}).options["advantages"] == "keep"
     assert build_response_policy("topk", {}).options["advantages"] == "keep"
-    assert build_response_policy("baseline", {"semantics": "dataflex_released"}).family == "none"
+    assert build_response_policy("baseline", {"semantics": "dataflex_released"}).family is Family.none
 
 
 def test_the_documented_example_policy_registers_and_runs(monkeypatch):

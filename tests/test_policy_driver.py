@@ -6,6 +6,7 @@ import torch
 from dataflex_rl.grpo import group_advantages
 from dataflex_rl.policy_driver import PolicyDriver
 from dataflex_rl.methods import MethodSpec
+from dataflex_rl.policies.catalogue import Family
 
 DOMAINS = ["math"] * 6 + ["logic"] * 3 + ["science"] * 3  # corpus rows: shares 1/2, 1/4, 1/4
 
@@ -17,7 +18,7 @@ def _batch(rewards):
 
 
 def test_a_selection_drops_the_degenerate_group_from_pg_and_kl_and_names_its_metrics():
-    driver = PolicyDriver(MethodSpec("difffilter", "difffilter", {}, "selection"), DOMAINS, seed=3)
+    driver = PolicyDriver(MethodSpec("difffilter", "difffilter", {}, Family.selection), DOMAINS, seed=3)
     assert driver.mixture is None
     rows = driver.draw(2)
     assert len(rows) == 2 and all(0 <= r < len(DOMAINS) for r in rows)
@@ -35,7 +36,7 @@ def test_a_selection_drops_the_degenerate_group_from_pg_and_kl_and_names_its_met
 
 def test_a_mixture_steers_the_stream_and_keeps_every_response():
     weights = {"math": 0.0, "logic": 1.0, "science": 0.0}
-    driver = PolicyDriver(MethodSpec("static", "static", {"weights": weights}, "mixture"), DOMAINS, seed=3)
+    driver = PolicyDriver(MethodSpec("static", "static", {"weights": weights}, Family.mixture), DOMAINS, seed=3)
     rows = driver.draw(4)
     assert [DOMAINS[r] for r in rows] == ["logic"] * 4
     rewards, mask, advantages, old = _batch([[1, 0, 0, 0, 0]] * 4)
@@ -45,8 +46,24 @@ def test_a_mixture_steers_the_stream_and_keeps_every_response():
         "p:logic": 1.0, "p:math": 0.0, "p:science": 0.0}
 
 
-@pytest.mark.parametrize("method", [MethodSpec("dump_ucb", "dump_ucb", {}, "mixture"),
-                                    MethodSpec("baseline", "baseline", {}, "none")])
+def test_the_family_role_decides_what_the_driver_builds():
+    round_ = {"candidates_per_round": 4, "selection_ratio": 2, "validation_size": 2}
+    selection = PolicyDriver(MethodSpec("gradalign", "gradalign", round_, Family.prompt_selection), DOMAINS, seed=1)
+    assert selection.needs_probe and selection.selector and selection.mixture is None
+    assert selection.score_temperature(0.9) == 0.9  # unset: the training temperature
+    hotter = {**round_, "score_temperature": 1.3}
+    assert PolicyDriver(MethodSpec("gradalign", "gradalign", hotter, Family.prompt_selection), DOMAINS,
+                        seed=1).score_temperature(0.9) == 1.3
+    mixture = PolicyDriver(MethodSpec("static", "static", {}, Family.mixture), DOMAINS, seed=1)
+    assert not mixture.needs_probe and mixture.mixture and mixture.selector is None
+    assert mixture.response_policy.name == "baseline"  # the responses are kept as sampled
+    response = PolicyDriver(MethodSpec("topk", "topk", {}, Family.selection), DOMAINS, seed=1)
+    assert (response.needs_probe, response.mixture, response.selector) == (False, None, None)
+    assert response.response_policy.name == "topk"
+
+
+@pytest.mark.parametrize("method", [MethodSpec("dump_ucb", "dump_ucb", {}, Family.mixture),
+                                    MethodSpec("baseline", "baseline", {}, Family.none)])
 def test_the_state_restores_the_draws(method):
     driver = PolicyDriver(method, DOMAINS, seed=5)
     rewards, mask, advantages, old = _batch([[1, 0, 1, 0, 0]] * 3)

@@ -11,6 +11,7 @@ from dataflex_rl.backends.embedded.settings import WarmupSettings
 from dataflex_rl.backends.registry import get_backend
 from dataflex_rl.backends.embedded.trainer import EmbeddedGRPOTrainer
 from dataflex_rl.methods import MethodSpec
+from dataflex_rl.policies.catalogue import Family
 from dataflex_rl.prompt_selection.candidates import CandidateStream, training_rows, validation_rows
 from dataflex_rl.prompt_selection.gradients import group_gradients
 from dataflex_rl.prompt_selection.scores import zero_advantage
@@ -74,7 +75,7 @@ def workspace(tmp_path_factory):
 def _trainer(root, corpus, policy, steps=6, seed=5, checkpoint_every=3, **params):
     settings = GRPOSettings(steps=steps, prompts_per_step=4, rollouts=4, max_new_tokens=4,
                             checkpoint_every=checkpoint_every)
-    method = MethodSpec(policy, policy, {**ROUND, **params}, "prompt_selection")
+    method = MethodSpec(policy, policy, {**ROUND, **params}, Family.prompt_selection)
     return EmbeddedGRPOTrainer(root / "base", corpus, method, seed, settings, TEMPLATE,
                                open_probe=get_backend("embedded").open_probe)
 
@@ -94,7 +95,7 @@ def test_resume_reproduces_the_rounds_bit_identically(workspace, tmp_path, check
     got = resumed.train(tmp_path / "resumed", progress=False)
     seconds = [c for c in expected.columns if "seconds" in c]
     pd.testing.assert_frame_equal(got.drop(columns=seconds), expected.drop(columns=seconds))
-    assert resumed.policy.selector.state_dict() == straight.policy.selector.state_dict()  # the last round's kept set
+    assert resumed.driver.selector.state_dict() == straight.driver.selector.state_dict()  # the last round's kept set
     for (name, x), (_, y) in zip(resumed.model.state_dict().items(), straight.model.state_dict().items()):
         assert torch.equal(x, y), name
 
@@ -140,7 +141,7 @@ def test_rounds_keep_floor_m_over_q_and_record_their_composition(workspace, tmp_
     assert all(len(h) == 4 + 1 and sum(h) == 12 for h in histogram)
     assert rounds["round_validation_pass_rate"].between(0, 1).all()
     assert all(json.loads(modules) for modules in rounds["round_top_modules"])
-    validation = set(trainer.policy.selector.validation)
+    validation = set(trainer.driver.selector.validation)
     assert not any(corpus["metadata"].iloc[sorted(validation)].str.contains(NOISY_REWARD_KEY))
 
 

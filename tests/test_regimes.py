@@ -18,6 +18,7 @@ from dataflex_rl.backends.embedded.trainer import EmbeddedGRPOTrainer
 from dataflex_rl.benchmarks.registry import get_benchmark
 from dataflex_rl.items import CORPUS_COLUMNS, item_metadata
 from dataflex_rl.methods import MethodSpec
+from dataflex_rl.policies.catalogue import Family
 from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.regimes.low_utility import measure_solve_rates
 from dataflex_rl.regimes.noisy_rewards import NOISY_REWARD_KEY, noisy_reward
@@ -300,7 +301,7 @@ def test_measured_solve_rates_of_the_tiny_base(tiny):
 
 def _trainer(root, corpus, steps):
     settings = GRPOSettings(steps=steps, prompts_per_step=4, rollouts=5, max_new_tokens=4, checkpoint_every=2)
-    return EmbeddedGRPOTrainer(root / "base", corpus, MethodSpec("baseline", "baseline", {}, "none"), 7, settings,
+    return EmbeddedGRPOTrainer(root / "base", corpus, MethodSpec("baseline", "baseline", {}, Family.none), 7, settings,
                                TEMPLATE)
 
 

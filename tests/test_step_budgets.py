@@ -8,6 +8,7 @@ import torch
 from dataflex_rl.backends.embedded.settings import WarmupSettings
 from dataflex_rl.backends.embedded.trainer import EmbeddedGRPOTrainer
 from dataflex_rl.methods import MethodSpec
+from dataflex_rl.policies.catalogue import Family
 from dataflex_rl.recipe import GRPOSettings
 from tiny_base import TEMPLATE, tiny_base
 
@@ -21,7 +22,7 @@ def tiny(tmp_path_factory):
 def _train(tiny, state_dir, steps):
     root, corpus = tiny
     settings = GRPOSettings(steps=steps, prompts_per_step=4, rollouts=5, max_new_tokens=4, checkpoint_every=2)
-    trainer = EmbeddedGRPOTrainer(root / "base", corpus, MethodSpec("difffilter", "difffilter", {}, "selection"), 3,
+    trainer = EmbeddedGRPOTrainer(root / "base", corpus, MethodSpec("difffilter", "difffilter", {}, Family.selection), 3,
                                   settings, TEMPLATE)
     metrics = trainer.train(state_dir, progress=False).drop(columns="seconds")
     return trainer, metrics

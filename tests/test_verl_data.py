@@ -22,7 +22,7 @@ from dataflex_rl.backends.verl.reward import compute_score
 from dataflex_rl.backends.model_spec import ModelSpec
 from dataflex_rl.config_checks import model_errors, policy_errors
 from dataflex_rl.methods import MethodSpec
-from dataflex_rl.policies.catalogue import CATALOGUE
+from dataflex_rl.policies.catalogue import CATALOGUE, Family
 from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.regimes.noisy_rewards import NOISY_REWARD_KEY
 from dataflex_rl.report.figures import training_curves
@@ -242,7 +242,7 @@ def test_nothing_is_removed_without_a_complete_checkpoint(tmp_path, tracker):
     assert first.is_dir() and second.is_dir()
 
 
-METHOD = MethodSpec("topk", "topk", {"fraction": 0.5}, "selection", "baseline")
+METHOD = MethodSpec("topk", "topk", {"fraction": 0.5}, Family.selection, "baseline")
 SETTINGS = GRPOSettings(steps=3, prompts_per_step=4, rollouts=5, checkpoint_every=1)
 
 

@@ -12,7 +12,6 @@ from dataflex_rl.backends.model_spec import ModelSpec
 from dataflex_rl.backends.registry import get_backend
 from dataflex_rl.backends.verl.job import VerlRunJob
 from dataflex_rl.backends.verl.overrides import RunFiles, run_overrides, verl_command
-from dataflex_rl.policies.catalogue import CATALOGUE
 from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.study import Study
 
@@ -42,7 +41,7 @@ def _study_runs(config_file: str):
     """(study, method name, method) for every method a verl model of the study can train."""
     study = Study.from_config(yaml.safe_load((REPO / config_file).read_text()))
     return [(config_file, study, name, method) for name, method in study.methods.items()
-            if CATALOGUE[method.policy].family != "prompt_selection"]
+            if not method.family.needs_probe]
 
 
 RUNS = _study_runs("config/paper.yaml") + _study_runs("config/config.yaml")

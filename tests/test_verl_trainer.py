@@ -36,6 +36,7 @@ from dataflex_rl.backends.verl.checkpoints import TRACKER_FILE  # noqa: E402
 from dataflex_rl.backends.verl.trainer import (DEBUG_DUMP_VARIABLE, DRIVER_STATE_FILE,  # noqa: E402
                                                DataflexTrainer)
 from dataflex_rl.methods import MethodSpec  # noqa: E402
+from dataflex_rl.policies.catalogue import Family  # noqa: E402
 from dataflex_rl.backends.verl.writeback import verl_loss_fields  # noqa: E402
 from dataflex_rl.policies import GroupBatch, LossWeights  # noqa: E402
 from dataflex_rl.policies.weights import reweighting_weights, selection_weights  # noqa: E402
@@ -243,7 +244,7 @@ def test_reimporting_the_plugin_keeps_one_registration():
 
 
 def test_the_trainer_runs_verl_in_sync_mode(tmp_path, model_dir, corpus, caplog):
-    baseline = MethodSpec("baseline", "baseline", {}, "none")
+    baseline = MethodSpec("baseline", "baseline", {}, Family.none)
     with caplog.at_level("INFO", logger=registration.__name__):
         trainer = _trainer(_config(tmp_path, model_dir, corpus, baseline))
     assert f"dataflex_rl plugin registered in {os.getpid()}" in caplog.text
@@ -258,15 +259,15 @@ def test_the_trainer_runs_verl_in_sync_mode(tmp_path, model_dir, corpus, caplog)
 
 
 def test_a_job_whose_rollouts_differ_from_verls_is_refused(tmp_path, model_dir, corpus):
-    config = _config(tmp_path, model_dir, corpus, MethodSpec("baseline", "baseline", {}, "none"))
+    config = _config(tmp_path, model_dir, corpus, MethodSpec("baseline", "baseline", {}, Family.none))
     config.actor_rollout_ref.rollout.n = ROLLOUTS + 1
     with pytest.raises(ValueError, match=r"rollouts 3, but verl's actor_rollout_ref.rollout.n is 4") as refused:
         DataflexTrainer(config)
     _assert_documented(str(refused.value).split(": ", 1)[1])
 
 
-@pytest.mark.parametrize("method", [MethodSpec("gradalign", "gradalign", {}, "prompt_selection"),
-                                    MethodSpec("random_prompts", "random_prompts", {}, "prompt_selection")])
+@pytest.mark.parametrize("method", [MethodSpec("gradalign", "gradalign", {}, Family.prompt_selection),
+                                    MethodSpec("random_prompts", "random_prompts", {}, Family.prompt_selection)])
 def test_a_prompt_selection_is_refused(tmp_path, model_dir, corpus, method):
     with pytest.raises(ValueError, match=f"method '{method.name}' is a prompt selection, which runs on the embedded "
                                          "backend only") as refused:
@@ -276,7 +277,7 @@ def test_a_prompt_selection_is_refused(tmp_path, model_dir, corpus, method):
 
 @pytest.mark.parametrize("key, value", [("rollout_is", "token"), ("rollout_rs", "token_k1")])
 def test_verls_rollout_correction_is_refused_beside_the_policy_weights(tmp_path, model_dir, corpus, key, value):
-    config = _config(tmp_path, model_dir, corpus, MethodSpec("baseline", "baseline", {}, "none"))
+    config = _config(tmp_path, model_dir, corpus, MethodSpec("baseline", "baseline", {}, Family.none))
     config.algorithm.rollout_correction[key] = value
     with pytest.raises(ValueError, match=f"algorithm.rollout_correction.{key}: '{value}', but the data policy writes "
                                          f"rollout_is_weights .* leave algorithm.rollout_correction.{key} null"
@@ -290,7 +291,7 @@ def test_a_dataset_out_of_corpus_order_is_refused(tmp_path, model_dir):
     shuffled = _corpus_parquet(tmp_path / "train.parquet")
     frame = pd.read_parquet(shuffled).iloc[::-1].reset_index(drop=True)
     frame.to_parquet(shuffled)
-    trainer = _trainer(_config(tmp_path, model_dir, shuffled, MethodSpec("baseline", "baseline", {}, "none")))
+    trainer = _trainer(_config(tmp_path, model_dir, shuffled, MethodSpec("baseline", "baseline", {}, Family.none)))
     with pytest.raises(RuntimeError, match="is not row .* of verl's train dataset .* data.filter_overlong_prompts"
                        ) as refused:
         trainer._next_train_batch()
@@ -346,13 +347,13 @@ def _rewards_by_domain(row):
 
 POLICY_KINDS = [
     # method, whether Eq. 1 drops KL of some response (the written response_mask changes the KL term)
-    (MethodSpec("difffilter", "difffilter", {"low": 0.5, "high": 0.9}, "selection"), True),
+    (MethodSpec("difffilter", "difffilter", {"low": 0.5, "high": 0.9}, Family.selection), True),
     (MethodSpec("difffilter_released", "difffilter", {"low": 0.5, "high": 0.9, "semantics": "dataflex_released"},
-                "selection"), False),
-    (MethodSpec("per", "per", {}, "reweighting"), False),
-    (MethodSpec("ar", "ar", {}, "reweighting"), False),
-    (MethodSpec("gfpo", "gfpo", {"keep": 2}, "selection"), True),
-    (MethodSpec("baseline", "baseline", {}, "none"), False),
+                Family.selection), False),
+    (MethodSpec("per", "per", {}, Family.reweighting), False),
+    (MethodSpec("ar", "ar", {}, Family.reweighting), False),
+    (MethodSpec("gfpo", "gfpo", {"keep": 2}, Family.selection), True),
+    (MethodSpec("baseline", "baseline", {}, Family.none), False),
 ]
 
 
@@ -411,7 +412,7 @@ def test_the_paper_and_released_selections_write_the_mask_and_the_weights_by_han
     for semantics, mask_of, weight_of in (("paper", {"logic"}, {"logic"}),
                                           ("dataflex_released", {"math", "logic", "science"}, {"logic"})):
         method = MethodSpec("difffilter", "difffilter", {"low": 0.5, "high": 0.9, "semantics": semantics},
-                            "selection")
+                            Family.selection)
         trainer = _trainer(_config(tmp_path, model_dir, corpus, method))
         rows, _, token_mask, _, keys, _, meta = _fake_step(trainer, fake_tq, _rewards_by_domain, seed=3)
         kept = lambda domains: torch.tensor([DOMAINS[r] in domains for r in rows]).float()[:, None, None]  # noqa
@@ -425,7 +426,7 @@ def test_the_paper_and_released_selections_write_the_mask_and_the_weights_by_han
 @pytest.mark.parametrize("weights", [{"math": 0.2, "logic": 0.7, "science": 0.1},
                                      {"math": 0.1, "logic": 0.1, "science": 0.8}])
 def test_a_mixture_draws_domains_in_proportion_to_its_probabilities(tmp_path, model_dir, corpus, weights):
-    method = MethodSpec("static", "static", {"weights": weights}, "mixture")
+    method = MethodSpec("static", "static", {"weights": weights}, Family.mixture)
     trainer = _trainer(_config(tmp_path, model_dir, corpus, method))
     batches = [trainer._next_train_batch() for _ in range(100)]
     rows = [info["row"] for batch in batches for info in batch["extra_info"]]
@@ -441,7 +442,7 @@ def test_a_mixture_draws_domains_in_proportion_to_its_probabilities(tmp_path, mo
 def test_the_driver_state_survives_a_checkpoint(tmp_path, model_dir, corpus, fake_tq):
     """An adaptive mixture's p(d) and the prompt stream, resumed from verl's checkpoint of step 2, continue exactly
     as the uninterrupted run does."""
-    method = MethodSpec("dump_ucb", "dump_ucb", {}, "mixture")
+    method = MethodSpec("dump_ucb", "dump_ucb", {}, Family.mixture)
     config = _config(tmp_path, model_dir, corpus, method)
     uninterrupted = _trainer(config)
     for step in range(2):
@@ -470,7 +471,7 @@ def test_a_resumed_run_removes_the_checkpoint_it_resumed_from_once_it_saves(tmp_
     step 3, after which only step 3 is left, whole, and verl's tracker names it."""
     from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
 
-    method = MethodSpec("dump_ucb", "dump_ucb", {}, "mixture")
+    method = MethodSpec("dump_ucb", "dump_ucb", {}, Family.mixture)
     checkpoints = tmp_path / "ckpt"
     first = _trainer(_config(tmp_path, model_dir, corpus, method))
     for step in range(2):
@@ -496,7 +497,7 @@ def test_the_debug_dump_holds_the_loss_fields_the_actor_update_fetches(tmp_path,
     """difffilter keeps logic prompts only (q = 2/3 in (0.5, 0.9)): the dump lists rollout_is_weights among the
     update's fields and holds the zeroed response_mask of every other response, as the store the worker reads has
     them; verl's padding sample is tagged. Without the variable nothing is written."""
-    method = MethodSpec("difffilter", "difffilter", {"low": 0.5, "high": 0.9}, "selection")
+    method = MethodSpec("difffilter", "difffilter", {"low": 0.5, "high": 0.9}, Family.selection)
     quiet = _trainer(_config(tmp_path, model_dir, corpus, method))
     _fake_step(quiet, fake_tq, _rewards_by_domain, seed=4)
     assert not (tmp_path / "dump").exists()

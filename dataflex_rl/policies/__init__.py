@@ -14,14 +14,16 @@ _EXPORTS = {
     "matched_random_mask": "controls", "subset_group_advantages": "controls",
 }
 __all__ = sorted(_EXPORTS)
-_FAMILIES = ("mixture", "prompt_selection", "reweighting", "selection")
 
 
 def __getattr__(name: str):
     if name not in _EXPORTS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    for family in _FAMILIES:  # registration happens on import
-        import_module(f"{__name__}.{family}")
+    from .catalogue import Family
+
+    for family in Family:  # registration happens on import
+        if family.module:
+            import_module(f"{__name__}.{family.module}")
     missing = import_module(f"{__name__}.registry").unimplemented()
     if missing:
         raise ImportError(f"catalogued policies {missing} have no implementation: register one in their family's "

@@ -1,5 +1,5 @@
 """The policy catalogue: every data policy's name, family, signal, parameters (defaults, valid ranges, choices) and the
-control it is compared against — plain data, no torch.
+control it is compared against, and every family's record (`Family`) — plain data, no torch.
 
 It is the one declaration of a policy: an implementation registers under its name and takes everything else from
 here (registry.py refuses a name without an entry), the registry builds a policy from the parameters resolved and
@@ -9,9 +9,11 @@ checked here, and the study config is validated against the same entries at dry-
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from enum import Enum, StrEnum
 from typing import Any, Callable, Mapping
 
+from dataflex_rl.layout import SELECTION_TABLES
 from dataflex_rl.step_draws import repeated_draw_problem
 
 PAPER = "paper"
@@ -28,7 +30,6 @@ PROBE_AGGREGATIONS = ("token_mean", "seq_mean")
 SIMILARITIES = ("cosine", "dot")
 PRECONDITIONERS = ("none", "adam")
 RANDOM_SOURCES = ("chunk", "pool")
-RESPONSE_FAMILIES = ("none", "selection", "reweighting")
 
 
 _AS_PAPER = object()  # `Param.released` when the released code ran the paper's default
@@ -117,7 +118,7 @@ class PolicySpec:
     """
 
     name: str
-    family: str
+    family: Family
     signal: str | None
     params: tuple[Param, ...] = ()
     recompute_advantages: bool = False
@@ -125,6 +126,11 @@ class PolicySpec:
     requires_control: bool = True
     constraints_check: Callable[[Mapping[str, Any], tuple[str, ...]], list[tuple[str, str]]] | None = None
     joint_check: Callable[[Mapping[str, Any], StudyShape], list[tuple[str, str]]] | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.family, Family):
+            raise TypeError(f"policy {self.name!r}: family {self.family!r} is not a Family; write Family.<name>, one "
+                            f"of {', '.join(Family)} (docs/policies.md: adding a family)")
 
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)
@@ -144,7 +150,7 @@ class PolicySpec:
 
     @property
     def options(self) -> tuple[Param, ...]:
-        return OPTIONS[self.family]
+        return self.family.options
 
     def accepted(self) -> dict[str, Param]:
         """Every key a method's `params` may hold: the policy's own parameters and its family's options."""
@@ -153,43 +159,96 @@ class PolicySpec:
 
 _SEMANTICS = Param("semantics", "str", PAPER, choices=SEMANTICS,
                    doc="paper: each method as its paper defines it; dataflex_released: as the released code ran it")
+_SELECTION_OPTIONS = (
+    _SEMANTICS,
+    Param("drop_kl", "bool", True, released=False, doc="a dropped response loses its KL term too"),
+    Param("advantages", "str", choices=ADVANTAGE_MODES,
+          doc="unset: recompute under paper where the entry sets recompute_advantages, else keep"),
+    Param("control", "str", "none", choices=CONTROLS, doc="random: the matched-random control"),
+    Param("control_scope", "str", "batch", choices=CONTROL_SCOPES, doc="only with control: random"),
+    Param("seed", "int", 0, low=0, doc="the matched-random control's mask seed (only with control: random)"),
+)
+_REWEIGHTING_OPTIONS = (
+    _SEMANTICS,
+    Param("normalize", "str", "batch_mean", released=None, choices=NORMALIZE_MODES,
+          doc="released (None): response_mean for per-response weights, batch_mean for token weights"),
+)
+# A prompt selection round every `steps_per_round` steps (docs/prompt_selection.md): the next M candidates of the
+# seed's pool permutation, k_r rollouts each, the top ⌊M/q⌋ kept and trained on; |P_v| validation prompts with k_v
+# rollouts each are held out of the pool. The responses of the kept prompts go through `response_policy`.
+_PROMPT_SELECTION_OPTIONS = (
+    Param("candidates_per_round", "int", 144, low=1, doc="M: the candidates scored per round"),
+    Param("selection_ratio", "int", 6, low=1, doc="q: the round keeps ⌊M/q⌋ of its candidates"),
+    Param("steps_per_round", "int", 10, low=1, doc="I: optimiser steps on the kept set before the next round"),
+    Param("rollouts_candidate", "int", 8, low=2, doc="k_r: rollouts per candidate (2 at least: A = r − mean)"),
+    Param("rollouts_validation", "int", 16, low=1, doc="k_v: rollouts per validation prompt"),
+    Param("validation_size", "int", 32, low=1, doc="|P_v|: validation prompts held out of the pool"),
+    Param("validation_seed", "int", 0, low=0, doc="draws the validation prompts, the same for every seed"),
+    Param("score_temperature", "float", None, low=0.0, low_open=True,
+          doc="sampling temperature of the scoring rollouts; unset: the training temperature"),
+    Param("response_policy", "str", "baseline", doc="the response policy applied to the kept prompts' rollouts"),
+    Param("response_params", "mapping", None, doc="its parameters"),
+)
 
-# Options of every policy of a family: the registry consumes them (only `semantics` reaches an implementation that
-# takes it).
-OPTIONS: dict[str, tuple[Param, ...]] = {
-    "none": (_SEMANTICS,),
-    "selection": (
-        _SEMANTICS,
-        Param("drop_kl", "bool", True, released=False, doc="a dropped response loses its KL term too"),
-        Param("advantages", "str", choices=ADVANTAGE_MODES,
-              doc="unset: recompute under paper where the entry sets recompute_advantages, else keep"),
-        Param("control", "str", "none", choices=CONTROLS, doc="random: the matched-random control"),
-        Param("control_scope", "str", "batch", choices=CONTROL_SCOPES, doc="only with control: random"),
-        Param("seed", "int", 0, low=0, doc="the matched-random control's mask seed (only with control: random)"),
-    ),
-    "reweighting": (
-        _SEMANTICS,
-        Param("normalize", "str", "batch_mean", released=None, choices=NORMALIZE_MODES,
-              doc="released (None): response_mean for per-response weights, batch_mean for token weights"),
-    ),
-    "mixture": (),
-    # A prompt selection round every `steps_per_round` steps (docs/prompt_selection.md): the next M candidates of the
-    # seed's pool permutation, k_r rollouts each, the top ⌊M/q⌋ kept and trained on; |P_v| validation prompts with
-    # k_v rollouts each are held out of the pool. The responses of the kept prompts go through `response_policy`.
-    "prompt_selection": (
-        Param("candidates_per_round", "int", 144, low=1, doc="M: the candidates scored per round"),
-        Param("selection_ratio", "int", 6, low=1, doc="q: the round keeps ⌊M/q⌋ of its candidates"),
-        Param("steps_per_round", "int", 10, low=1, doc="I: optimiser steps on the kept set before the next round"),
-        Param("rollouts_candidate", "int", 8, low=2, doc="k_r: rollouts per candidate (2 at least: A = r − mean)"),
-        Param("rollouts_validation", "int", 16, low=1, doc="k_v: rollouts per validation prompt"),
-        Param("validation_size", "int", 32, low=1, doc="|P_v|: validation prompts held out of the pool"),
-        Param("validation_seed", "int", 0, low=0, doc="draws the validation prompts, the same for every seed"),
-        Param("score_temperature", "float", None, low=0.0, low_open=True,
-              doc="sampling temperature of the scoring rollouts; unset: the training temperature"),
-        Param("response_policy", "str", "baseline", doc="the response policy applied to the kept prompts' rollouts"),
-        Param("response_params", "mapping", None, doc="its parameters"),
-    ),
-}
+
+class Role(Enum):
+    """What the policy of a family does in the policy driver (dataflex_rl/policy_driver.py), each step."""
+
+    RESPONSE_POLICY = "weighs the responses of the prompts the prompt stream draws"
+    MIXTURE = "steers the prompt stream's domain probabilities; the responses are kept as sampled"
+    PROMPT_SELECTION = "chooses the prompts by a selection round every few steps; its response policy weighs them"
+
+
+# What a response policy's implementation returns per step (`Family.output`).
+MASK = "mask"  # 0/1 [G, K]: the responses the loss keeps
+WEIGHTS = "weights"  # non-negative [G, K] or [G, K, L]: the PG term's weights
+
+
+@dataclass(frozen=True)
+class FamilyTraits:
+    """What a family's policies share: the attributes of its `Family` member, documented there."""
+
+    role: Role
+    options: tuple[Param, ...] = ()
+    module: str | None = None
+    output: str | None = None
+    needs_probe: bool = False
+    matched_random_control: bool = False
+    tables: tuple[str, ...] = ()
+
+
+class Family(StrEnum):
+    """A policy family: what every policy of it shares. The registry, the policy driver, the backends, the study and
+    the rules read these attributes; nothing else tests a family. A member is its name (the string a train job, the
+    plan and the messages write), and is named by it, so that `Family.selection.name == "selection"`.
+
+    role: what its policy does in the policy driver;
+    options: what every policy of the family accepts besides its own parameters (the registry consumes them; only
+      `semantics` reaches an implementation that takes it);
+    module: the module of dataflex_rl.policies whose implementations register its policies (None: none);
+    output: what a response policy of it returns per step (MASK, WEIGHTS; None: nothing, every response at weight 1);
+    needs_probe: a selection round scores its candidate prompts with the backend's probe (per-group policy gradients
+      of validation and candidate prompts: dataflex_rl.prompt_selection.round.Probe); a backend without one refuses it;
+    matched_random_control: a method may be compared with its own policy under `control: random`;
+    tables: the study tables its runs add (names under results/tables/<study>/).
+    """
+
+    def __new__(cls, name: str, traits: FamilyTraits):
+        family = str.__new__(cls, name)
+        family._value_ = name
+        for trait in fields(traits):
+            setattr(family, trait.name, getattr(traits, trait.name))
+        return family
+
+    none = "none", FamilyTraits(Role.RESPONSE_POLICY, (_SEMANTICS,))
+    selection = "selection", FamilyTraits(Role.RESPONSE_POLICY, _SELECTION_OPTIONS, module="selection", output=MASK,
+                                          matched_random_control=True)
+    reweighting = "reweighting", FamilyTraits(Role.RESPONSE_POLICY, _REWEIGHTING_OPTIONS, module="reweighting",
+                                              output=WEIGHTS)
+    mixture = "mixture", FamilyTraits(Role.MIXTURE, module="mixture")
+    prompt_selection = "prompt_selection", FamilyTraits(Role.PROMPT_SELECTION, _PROMPT_SELECTION_OPTIONS,
+                                                        module="prompt_selection", needs_probe=True,
+                                                        tables=SELECTION_TABLES)
 
 
 def rounded_count(fraction: float, total: int, semantics: str) -> int:
@@ -321,8 +380,8 @@ def _prompt_selection(params, shape):
         problems.append(("selection_ratio", kept_set))
     name = params["response_policy"]
     spec = CATALOGUE.get(name)
-    if spec is None or spec.family not in RESPONSE_FAMILIES:
-        known = ", ".join(n for n, s in CATALOGUE.items() if s.family in RESPONSE_FAMILIES)
+    if spec is None or spec.family.role is not Role.RESPONSE_POLICY:
+        known = ", ".join(n for n, s in CATALOGUE.items() if s.family.role is Role.RESPONSE_POLICY)
         problems.append(("response_policy", f"{name!r} is not a response policy; use one of {known}"))
         return problems
     response_params = params["response_params"] or {}
@@ -361,54 +420,54 @@ _POSITIVE = dict(low=0.0, low_open=True)
 _NON_NEGATIVE = dict(low=0.0)
 
 CATALOGUE: dict[str, PolicySpec] = {spec.name: spec for spec in (
-    PolicySpec("baseline", "none", None, controls=(), requires_control=False),
-    PolicySpec("difffilter", "selection", "solve_rate", (
+    PolicySpec("baseline", Family.none, None, controls=(), requires_control=False),
+    PolicySpec("difffilter", Family.selection, "solve_rate", (
         Param("low", "float", 0.2, **_UNIT, doc="keep a group iff low < q_g"),
         Param("high", "float", 0.8, **_UNIT, doc="and q_g < high"),
     ), joint_check=_difffilter),
-    PolicySpec("maxvar", "selection", "reward", (
+    PolicySpec("maxvar", Family.selection, "reward", (
         Param("keep", "int", None, low=1, doc="responses kept per group; paper 3 of K=5, released round(0.5·K)"),
     ), recompute_advantages=True, joint_check=_keep_below_k("maxvar")),
-    PolicySpec("gfpo", "selection", "efficiency", (
+    PolicySpec("gfpo", Family.selection, "efficiency", (
         Param("keep", "int", 3, low=1, doc="responses kept per group"),
         Param("metric", "str", "efficiency", choices=GFPO_METRICS),
     ), recompute_advantages=True, joint_check=_keep_below_k("gfpo")),
-    PolicySpec("topk", "selection", "mean_abs_advantage", (
+    PolicySpec("topk", Family.selection, "mean_abs_advantage", (
         Param("fraction", "float", 0.5, low=0.0, high=1.0, low_open=True, doc="share of responses kept"),
         Param("scope", "str", "per_group", released="global", choices=TOPK_SCOPES),
     ), joint_check=_topk),
-    PolicySpec("ar", "reweighting", "token_prob", (
+    PolicySpec("ar", Family.reweighting, "token_prob", (
         Param("alpha", "float", 0.5, **_UNIT, doc="w = α·π + (1 − α)"),
     )),
-    PolicySpec("per", "reweighting", "mean_abs_advantage", (
+    PolicySpec("per", Family.reweighting, "mean_abs_advantage", (
         Param("exponent", "float", 0.5, **_NON_NEGATIVE),
         Param("eps", "float", 1e-8, **_NON_NEGATIVE),
     )),
-    PolicySpec("softmax", "reweighting", "mean_abs_advantage", (
+    PolicySpec("softmax", Family.reweighting, "mean_abs_advantage", (
         Param("temperature", "float", 1.0, **_POSITIVE),
     )),
-    PolicySpec("diffband", "reweighting", "reward", (
+    PolicySpec("diffband", Family.reweighting, "reward", (
         Param("low_q", "float", 0.25, **_UNIT),
         Param("high_q", "float", 0.75, **_UNIT),
         Param("focus_weight", "float", 2.0, **_NON_NEGATIVE),
     ), constraints_check=_diffband),
     # The mixers' control; compared itself with uniform GRPO where the study has a baseline.
-    PolicySpec("static", "mixture", None, (
+    PolicySpec("static", Family.mixture, None, (
         Param("weights", "mapping", None, doc="one non-negative weight per corpus domain; uniform if unset"),
     ), requires_control=False, constraints_check=_static),
-    PolicySpec("reward_gap", "mixture", "domain_mean_reward", (
+    PolicySpec("reward_gap", Family.mixture, "domain_mean_reward", (
         Param("decay", "float", 0.9, low=0.0, high=1.0, high_open=True),
         Param("temperature", "float", 0.1, **_POSITIVE),
         Param("min_prob", "float", 0.05, **_NON_NEGATIVE),
     ), controls=("static",), constraints_check=_floor_times_domains("min_prob")),
-    PolicySpec("dump_ucb", "mixture", "mean_abs_advantage", (
+    PolicySpec("dump_ucb", Family.mixture, "mean_abs_advantage", (
         Param("window", "int", 300, released=50, low=1, doc="responses"),
         Param("c", "float", 1.0, **_NON_NEGATIVE),
         Param("temperature", "float", 0.1, released=1.0, **_POSITIVE),
         Param("floor", "float", 0.0, released=0.05, **_NON_NEGATIVE),
         _SEMANTICS,
     ), controls=("static",), constraints_check=_floor_times_domains("floor")),
-    PolicySpec("tscl", "mixture", "domain_mean_reward", (
+    PolicySpec("tscl", Family.mixture, "domain_mean_reward", (
         Param("window", "int", 10, released=50, low=1, doc="steps (paper, at least 2) or responses (released)"),
         Param("policy", "str", "epsilon_greedy", choices=TSCL_POLICIES),
         Param("epsilon", "float", 0.1, **_UNIT),
@@ -419,18 +478,20 @@ CATALOGUE: dict[str, PolicySpec] = {spec.name: spec for spec in (
         _SEMANTICS,
     ), controls=("static",), constraints_check=_tscl),
     # Prompt selection by a validation probe (GradAlign) and its baselines: `signal` is what a round measures for it.
-    PolicySpec("gradalign", "prompt_selection", "validation_gradient", (
+    PolicySpec("gradalign", Family.prompt_selection, "validation_gradient", (
         *_PROBE, Param("similarity", "str", "cosine", choices=SIMILARITIES, doc="dot: the candidate unnormalised"),
         *_VALIDATION_PROBE,
     ), controls=_PROBE_CONTROLS, joint_check=_validation_probe),
-    PolicySpec("simacc", "prompt_selection", "validation_gradient", (*_PROBE, *_VALIDATION_PROBE),
+    PolicySpec("simacc", Family.prompt_selection, "validation_gradient", (*_PROBE, *_VALIDATION_PROBE),
                controls=_PROBE_CONTROLS, joint_check=_validation_probe),
-    PolicySpec("align", "prompt_selection", "candidate_gradient", _PROBE, controls=_PROBE_CONTROLS,
+    PolicySpec("align", Family.prompt_selection, "candidate_gradient", _PROBE, controls=_PROBE_CONTROLS,
                joint_check=_prompt_selection),
-    PolicySpec("accgreedy", "prompt_selection", "pass_rate", controls=_PROBE_CONTROLS, joint_check=_prompt_selection),
-    PolicySpec("random_prompts", "prompt_selection", None, (
+    PolicySpec("accgreedy", Family.prompt_selection, "pass_rate", controls=_PROBE_CONTROLS,
+               joint_check=_prompt_selection),
+    PolicySpec("random_prompts", Family.prompt_selection, None, (
         Param("draw_from", "str", "chunk", choices=RANDOM_SOURCES, doc="pool: the whole pool, as released"),
     ), joint_check=_prompt_selection),
-    PolicySpec("validation_set", "prompt_selection", None, controls=_PROBE_CONTROLS, joint_check=_prompt_selection),
+    PolicySpec("validation_set", Family.prompt_selection, None, controls=_PROBE_CONTROLS,
+               joint_check=_prompt_selection),
 )}
 

@@ -7,7 +7,7 @@ them all. Selection and reweighting policies are functions `fn(batch, **params) 
 `DomainMixture` classes `cls(domains, **params)`. An implementation may also take `semantics`.
 
 Besides a policy's own parameters, `build_response_policy` understands its family's options (one place, every
-policy; defaults in `catalogue.OPTIONS`):
+policy; defaults in `catalogue.Family`'s `options`):
 
 - `semantics`: "paper" (default; each method as its original paper defines it) or "dataflex_released" (as the
   authors' released DataFlex-RL code ran it). It sets the defaults of the parameters and options that have a
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .batch import GroupBatch
-from .catalogue import CATALOGUE, PAPER, PolicySpec
+from .catalogue import CATALOGUE, MASK, PAPER, WEIGHTS, Family, PolicySpec, Role
 from .controls import matched_random_mask, subset_group_advantages
 from .weights import LossWeights, check_mask, reweighting_weights, selection_diagnostics, selection_weights
 
@@ -67,7 +67,7 @@ def _taken_params(spec: PolicySpec, target) -> tuple[str, ...]:
     """The parameters `target` takes after the batch (or a mixture's domains), refused unless they are the entry's,
     without defaults of their own; `semantics` may be taken where the policy accepts it."""
     problems = []
-    mixture = spec.family == "mixture"
+    mixture = spec.family.role is Role.MIXTURE  # a mixture keeps its state across steps: a class
     if inspect.isclass(target) != mixture:
         problems.append(f"a {spec.family} policy is implemented by a {'class' if mixture else 'function'}")
     declared = list(inspect.signature(target).parameters.values())[1:]
@@ -95,11 +95,13 @@ def list_policies() -> list[tuple[str, str, str | None]]:
     return [(name, entry.spec.family, entry.spec.signal) for name, entry in _REGISTRY.items()]
 
 
-def _lookup(name: str, families: tuple[str, ...]) -> _Entry:
+def _lookup(name: str, role: Role) -> _Entry:
+    """The registered policy `name` of a family with `role` in the policy driver."""
     entry = _REGISTRY.get(name)
-    if entry is None or entry.spec.family not in families:
-        known = sorted(n for n, e in _REGISTRY.items() if e.spec.family in families)
-        raise ValueError(f"unknown {'/'.join(families)} policy {name!r}; known: {', '.join(known)}")
+    if entry is None or entry.spec.family.role is not role:
+        families = "/".join(family for family in Family if family.role is role)
+        known = sorted(n for n, e in _REGISTRY.items() if e.spec.family.role is role)
+        raise ValueError(f"unknown {families} policy {name!r}; known: {', '.join(known)}")
     return entry
 
 
@@ -129,22 +131,22 @@ class ResponsePolicy:
     """
 
     name: str
-    family: str
+    family: Family
     signal: str | None
     params: dict[str, Any]
     options: dict[str, Any]
 
     def weigh(self, batch: GroupBatch) -> LossWeights:
         mask = batch.token_mask
-        if self.family == "none":
+        if self.family.output is None:
             return LossWeights(pg=mask.clone(), kl=mask.clone(), kept_fraction=1.0, info={})
         output = _REGISTRY[self.name].target(batch, **self.params)
-        if self.family == "reweighting":
+        if self.family.output == WEIGHTS:
             normalize = self.options["normalize"]
             if normalize is None:  # released: per-response weights mean 1 over responses, token weights over tokens
                 normalize = "response_mean" if output.shape == mask.shape[:2] else "batch_mean"
             return reweighting_weights(output, mask, normalize=normalize)
-        check_mask(output, tuple(batch.rewards.shape))
+        check_mask(output, tuple(batch.rewards.shape))  # a MASK: the responses a selection keeps
         if self.options["control"] == "random":
             output = matched_random_mask(output, self.options["seed"], batch.prompt_ids, self.options["control_scope"])
         recompute = self.options["advantages"] == "recompute"
@@ -158,16 +160,15 @@ class ResponsePolicy:
 def build_response_policy(name: str, params: dict[str, Any] | None = None) -> ResponsePolicy:
     """The named baseline, selection or reweighting policy with checked parameters and resolved options."""
     params = dict(params or {})
-    entry = _lookup(name, ("none", "selection", "reweighting"))
+    entry = _lookup(name, Role.RESPONSE_POLICY)
     spec = entry.spec
     resolved = _resolve(spec, params, domains=())
     options = {option.name: resolved[option.name] for option in spec.options}
-    if spec.family == "selection":
-        if options["advantages"] is None:
-            recompute = spec.recompute_advantages and options["semantics"] == PAPER
-            options["advantages"] = "recompute" if recompute else "keep"
-        if "control_scope" in params and options["control"] != "random":
-            raise ValueError(f"control_scope is only meaningful with control: random (policy {name!r})")
+    if spec.family.output == MASK and options["advantages"] is None:  # over the kept responses, or the batch's own
+        recompute = spec.recompute_advantages and options["semantics"] == PAPER
+        options["advantages"] = "recompute" if recompute else "keep"
+    if spec.family.matched_random_control and "control_scope" in params and options["control"] != "random":
+        raise ValueError(f"control_scope is only meaningful with control: random (policy {name!r})")
     return ResponsePolicy(name=name, family=spec.family, signal=spec.signal,
                           params={key: resolved[key] for key in entry.takes}, options=options)
 
@@ -191,7 +192,7 @@ class PromptSelectionPolicy:
 
 def build_prompt_selection(name: str, params: dict[str, Any] | None = None) -> PromptSelectionPolicy:
     """The named prompt-selection policy with checked parameters and resolved options."""
-    entry = _lookup(name, ("prompt_selection",))
+    entry = _lookup(name, Role.PROMPT_SELECTION)
     resolved = _resolve(entry.spec, dict(params or {}), domains=())
     return PromptSelectionPolicy(name=name, signal=entry.spec.signal,
                                  params={key: resolved[key] for key in entry.takes},
@@ -200,6 +201,6 @@ def build_prompt_selection(name: str, params: dict[str, Any] | None = None) -> P
 
 def build_mixture(name: str, domains: list[str], params: dict[str, Any] | None = None):
     """The named domain mixture over `domains`, constructed with checked and resolved parameters."""
-    entry = _lookup(name, ("mixture",))
+    entry = _lookup(name, Role.MIXTURE)
     resolved = _resolve(entry.spec, dict(params or {}), domains=tuple(domains))
     return entry.target(list(domains), **{key: resolved[key] for key in entry.takes})

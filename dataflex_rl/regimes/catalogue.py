@@ -18,7 +18,7 @@ _REQUIRED = object()
 
 
 @dataclass(frozen=True)
-class Param:
+class TransformParam:
     """A transform parameter. `kind`: 'fraction' (a number in [0, 1], or (0, 1] with `open_low`), 'flag' (true or
     false) or 'domain' (a domain of the corpus)."""
 
@@ -49,7 +49,7 @@ class Param:
 @dataclass(frozen=True)
 class TransformSpec:
     name: str
-    params: tuple[Param, ...]
+    params: tuple[TransformParam, ...]
     needs_solve_rates: bool = False
 
     def check(self, params: Mapping[str, Any], domains_available: Sequence[str]) -> list[str]:
@@ -70,12 +70,12 @@ class TransformSpec:
 
 
 REGIMES: dict[str, TransformSpec] = {transform.name: transform for transform in (
-    TransformSpec("label_noise", (Param("fraction", "fraction"),)),
-    TransformSpec("subset", (Param("fraction", "fraction", open_low=True),
-                               Param("keep_domain_shares", "flag", default=True))),
-    TransformSpec("noisy_rewards", (Param("fraction", "fraction"), Param("p", "fraction"))),
-    TransformSpec("unbalanced", (Param("target_domain", "domain"), Param("share", "fraction"))),
-    TransformSpec("low_utility", (Param("share", "fraction"),), needs_solve_rates=True),
+    TransformSpec("label_noise", (TransformParam("fraction", "fraction"),)),
+    TransformSpec("subset", (TransformParam("fraction", "fraction", open_low=True),
+                               TransformParam("keep_domain_shares", "flag", default=True))),
+    TransformSpec("noisy_rewards", (TransformParam("fraction", "fraction"), TransformParam("p", "fraction"))),
+    TransformSpec("unbalanced", (TransformParam("target_domain", "domain"), TransformParam("share", "fraction"))),
+    TransformSpec("low_utility", (TransformParam("share", "fraction"),), needs_solve_rates=True),
 )}
 
 

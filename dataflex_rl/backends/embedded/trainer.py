@@ -81,16 +81,15 @@ class EmbeddedGRPOTrainer:
         domains = [i["domain"] for i in self.items]
         labels = RowLabels(domains, [p is not None for p in self.noise_p], [is_easy(i) for i in self.items],
                            target_domain)
-        self.policy = PolicyDriver(method, domains, seed, labels)
+        self.driver = PolicyDriver(method, domains, seed, labels)
         torch.manual_seed(seed)
         self.optimiser = torch.optim.AdamW(self.model.parameters(), lr=settings.learning_rate, weight_decay=0.0)
         self.probe = None
-        if self.policy.selector:
+        if self.driver.needs_probe:
             if open_probe is None:
                 raise ValueError(f"method {method.name!r} selects prompts by a probe of the training model, and the "
                                  f"trainer was given none (open_probe)")
-            temperature = self.policy.selector.policy.options["score_temperature"] or settings.temperature
-            self.probe = open_probe(self, temperature)
+            self.probe = open_probe(self, self.driver.score_temperature(settings.temperature))
         self.generator = torch.Generator().manual_seed(seed)
         self.threads = torch.get_num_threads()  # what the run's steps are trained with; a resume keeps the recorded one
         self.step = 0
@@ -101,12 +100,12 @@ class EmbeddedGRPOTrainer:
     def _draw_state(self) -> dict:
         """What a step consumes besides the model and the optimiser: the RNGs, the prompt stream and the mixture."""
         return {"generator": self.generator.get_state(), "torch_rng": torch.get_rng_state(),
-                **self.policy.state_dict()}
+                **self.driver.state_dict()}
 
     def _load_draw_state(self, state: dict) -> None:
         self.generator.set_state(state["generator"])
         torch.set_rng_state(state["torch_rng"])
-        self.policy.load_state_dict(state)
+        self.driver.load_state_dict(state)
 
     def state_dict(self) -> dict:
         return {
@@ -160,7 +159,7 @@ class EmbeddedGRPOTrainer:
     def train_step(self) -> dict:
         s = self.settings
         started = time.perf_counter()
-        rows = self.policy.draw(s.prompts_per_step, self.step, self.probe)
+        rows = self.driver.draw(s.prompts_per_step, self.step, self.probe)
         items = [self.items[r] for r in rows]
         self.model.eval()
         # The policy's prompts run once, with autograd: the rollouts are sampled from this prefix and the loss's
@@ -188,7 +187,7 @@ class EmbeddedGRPOTrainer:
                                              repeats=s.rollouts).view(shape)
             old_logp = logp.detach()
             advantages = grpo.group_advantages(rewards)[..., None] * token_mask
-            weighed = self.policy.weigh(rewards, token_mask, advantages, old_logp, [i["domain"] for i in items],
+            weighed = self.driver.weigh(rewards, token_mask, advantages, old_logp, [i["domain"] for i in items],
                                         [i["id"] for i in items])
             health["kept fraction"] = f"{weighed.weights.kept_fraction:.4g}"
             loss, stats = grpo.grpo_loss(logp, old_logp, ref_logp, weighed.advantages, token_mask, weighed.pg,
@@ -205,11 +204,11 @@ class EmbeddedGRPOTrainer:
             summary = ", ".join(f"{name} {value}" for name, value in health.items())
             raise FloatingPointError(f"step {self.step}: {error}. Batch: {summary}") from error
         self.optimiser.step()
-        self.policy.observe(weighed.batch)
+        self.driver.observe(weighed.batch)
 
         record = {
             "step": self.step,
-            **self.policy.metrics(weighed),
+            **self.driver.metrics(weighed),
             "loss": float(loss.detach()),
             "pg_loss": stats["pg_loss"],
             "kl": stats["kl"],

@@ -14,7 +14,6 @@ from dataflex_rl.backends.base import TrainJob
 from dataflex_rl.backends.verl.model_source import model_path_errors, model_path_notes
 from dataflex_rl.backends.verl.model_heads import model_heads, tensor_parallel_problem
 from dataflex_rl.backends.verl.rollout import RESULT_SETTINGS, RolloutSettings
-from dataflex_rl.policies.catalogue import CATALOGUE
 from dataflex_rl.recipe import GRPOSettings
 from dataflex_rl.sections import filled
 from dataflex_rl.tasks.token_caps import TokenCaps
@@ -23,11 +22,6 @@ if TYPE_CHECKING:
     from dataflex_rl.prompt_selection.candidates import SelectionSize
     from dataflex_rl.backends.model_spec import ModelSpec
     from dataflex_rl.evaluate.settings import EvaluationSettings
-
-# Policy families the verl trainer does not run: a prompt selection's rounds decode and differentiate candidate
-# prompts outside the training step, which the plugin's trainer has no seam for in this version.
-UNSUPPORTED_FAMILIES = ("prompt_selection",)
-
 
 # What a verl job asks of its machine (rules/common.smk gives these to the rules, after a model's own
 # `models.<m>.resources`; a profile's set-resources or --set-resources overrides them; the site's default partition
@@ -69,7 +63,7 @@ class VerlBackend:
     name = "verl"
     conda_env = "../envs/gpu.yaml"
     build_base_model = None  # verl loads `path` and scores it untrained like any run
-    open_probe = None  # prompt selection does not run on verl in this version (UNSUPPORTED_FAMILIES)
+    open_probe = None  # prompt selection does not run on verl in this version (config_errors refuses it)
 
     def model_settings(self, entry: Mapping[str, Any]) -> dict[str, Any]:
         return {"backend": self.name, "path": entry.get("path"),
@@ -84,11 +78,13 @@ class VerlBackend:
 
     def config_errors(self, key: str, model: ModelSpec, workdir: Path, records_only: bool,
                       methods: Mapping[str, MethodSpec]) -> list[str]:
-        errors = [f"methods.{name}.policy: {method.policy!r} is a {CATALOGUE[method.policy].family} method, "
+        # A family that needs a probe (a prompt selection's rounds decode and differentiate candidate prompts outside
+        # the training step) is refused while the backend has none (`open_probe`).
+        errors = [f"methods.{name}.policy: {method.policy!r} is a {method.family.name} method, "
                   f"which the verl backend ({key}) does not run in this version: its selection rounds score candidate "
                   f"prompts with extra rollouts and gradients outside verl's training step — remove the method, or "
                   f"run it on an embedded model"
-                  for name, method in methods.items() if CATALOGUE[method.policy].family in UNSUPPORTED_FAMILIES]
+                  for name, method in methods.items() if method.family.needs_probe and self.open_probe is None]
         if "path" not in model.written:
             errors.append(f"{key}.path: missing; the verl backend needs the base model's local path or hub name "
                           f"(e.g. Qwen/Qwen2.5-7B)")

@@ -44,4 +44,4 @@ class VerlRunJob:
         except (OSError, ValueError) as error:
             raise ValueError(f"{path}: cannot read the verl run job ({error}); the train job writes it before "
                              f"launching verl — rerun the train job") from None
-        return cls(**{**raw, "method": MethodSpec(**raw["method"])})
+        return cls(**{**raw, "method": MethodSpec.from_job(raw["method"])})

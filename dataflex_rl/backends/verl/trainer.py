@@ -68,7 +68,7 @@ class DataflexTrainer(PPOTrainerSync):
             config.trainer.v1.trainer_mode = "sync"
         super().__init__(config)
         self.job = VerlRunJob.read(config[CONFIG_BLOCK].job_file)
-        if self.job.method.family == "prompt_selection":  # its rounds score candidates with the backend's own probe
+        if self.job.method.family.needs_probe:  # its rounds score candidates with the backend's probe: none here
             raise ValueError(f"{config[CONFIG_BLOCK].job_file}: method {self.job.method.name!r} is a prompt "
                              f"selection, which runs on the embedded backend only; train it there")
         self.rollouts = int(config.actor_rollout_ref.rollout.n)
