@@ -10,7 +10,7 @@ from typing import Any, Mapping, Sequence
 
 from dataflex_rl.corpus_bound import domain_rows_bound
 from dataflex_rl.layout import FULL_DATA, UNTRAINED
-from dataflex_rl.policies.catalogue import CATALOGUE
+from dataflex_rl.policies.catalogue import Role
 from dataflex_rl.regimes.catalogue import REGIMES, regime_errors
 from dataflex_rl.regimes.shares import pool_sizes_at_share
 from dataflex_rl.study import Campaign, RegimeSpec, Study
@@ -53,7 +53,7 @@ def _validation_sizes(campaign: Campaign, study: Study) -> dict[str, int]:
     sizes = {}
     for method in campaign.methods:
         spec = study.methods.get(method)
-        if spec is not None and CATALOGUE[spec.policy].family == "prompt_selection":
+        if spec is not None and spec.family.role is Role.PROMPT_SELECTION:
             sizes[method] = spec.resolved_params()["validation_size"]
     return sizes
 

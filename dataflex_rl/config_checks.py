@@ -22,7 +22,7 @@ from dataflex_rl.campaign_checks import campaign_errors, transform_errors
 from dataflex_rl.corpus_bound import corpus_rows_bound
 from dataflex_rl.methods import MethodSpec
 from dataflex_rl.suggest import did_you_mean, known as _known
-from dataflex_rl.policies.catalogue import CATALOGUE, StudyShape
+from dataflex_rl.policies.catalogue import CATALOGUE, Role, StudyShape
 from dataflex_rl.backends.registry import get_backend
 from dataflex_rl.benchmarks.paths import benchmark_paths
 from dataflex_rl.benchmarks.registry import REGISTRY
@@ -180,7 +180,7 @@ def _method_params_errors(method: MethodSpec, shape: StudyShape) -> list[str]:
             errors.append(f"{key}.{param}: {value!r} {problem}")
     if errors:
         return errors  # the joint checks below assume valid single values
-    if spec.family == "selection" and method.resolved_params()["control"] != "random":
+    if spec.family.matched_random_control and method.resolved_params()["control"] != "random":
         errors += [f"{key}.{option}: {params[option]!r} is only meaningful with `control: random` (the matched-random "
                    f"control); add it or remove {option}" + (f" — {_KEY_HINTS['seed']}" if option == "seed" else "")
                    for option in ("control_scope", "seed") if option in params]
@@ -207,10 +207,10 @@ def _control_errors(method: MethodSpec, methods: Mapping[str, MethodSpec]) -> li
         return [f"{key}: {control!r} — {name!r} runs policy {spec.name!r}, the reference every other method is "
                 f"compared with; remove its control"]
     other = methods[control]
-    matched_random = (spec.family == "selection" and other.policy == spec.name
+    matched_random = (spec.family.matched_random_control and other.policy == spec.name
                       and other.resolved_params()["control"] == "random")
     if other.policy not in spec.controls and not matched_random:
-        allowed = " or ".join(spec.controls) + (" (or its own matched-random control)" if spec.family == "selection"
+        allowed = " or ".join(spec.controls) + (" (or its own matched-random control)" if spec.family.matched_random_control
                                                 else "")
         return [f"{key}: {control!r} runs policy {other.policy!r}; a {spec.family} method "
                 f"({spec.name}) is compared with a method whose policy is {allowed} (DESIGN.md: baseline, or static "
@@ -457,7 +457,7 @@ def _largest_selection_round(study: Study) -> SelectionSize | None:
     """The most candidates and the most rollouts per prompt of the study's prompt-selection rounds (catalogue
     defaults filled in; the memory estimate takes both at once), None without a prompt-selection method."""
     rounds = [method.resolved_params() for method in study.methods.values()
-              if CATALOGUE[method.policy].family == "prompt_selection"]
+              if method.family.role is Role.PROMPT_SELECTION]
     if not rounds:
         return None
     return SelectionSize(candidates=max(r["candidates_per_round"] for r in rounds),

@@ -1,6 +1,7 @@
 """The packages of dataflex_rl import each other in one direction, and so do the modules inside a package: no import
 cycle between packages nor between modules, read from the source (every `dataflex_rl.<package>` import counts,
-including the lazy ones inside functions).
+including the lazy ones inside functions; not those under `if TYPE_CHECKING:`, which never run: an annotation may name
+a type of a module that imports this one).
 
 `python tests/test_package_layers.py` prints the package-level and module-level cycles.
 """
@@ -18,8 +19,13 @@ def _unit(path: Path) -> str:
 def _imported_modules(path: Path, root: Path = PACKAGE) -> list[str]:
     """Dotted names of the dataflex_rl modules `path` (a file under `root`) imports, relative imports resolved."""
     package = ["dataflex_rl", *path.relative_to(root).parent.parts]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for_annotations = {id(inner) for node in ast.walk(tree) if isinstance(node, ast.If) and _type_checking(node.test)
+                       for inner in ast.walk(node)}
     names = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(tree):
+        if id(node) in for_annotations:
+            continue
         if isinstance(node, ast.Import):
             names += [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -27,6 +33,12 @@ def _imported_modules(path: Path, root: Path = PACKAGE) -> list[str]:
             module = ".".join(part for part in (base, node.module) if part)
             names += [module] + [f"{module}.{alias.name}" for alias in node.names]
     return [name for name in names if name.startswith("dataflex_rl.")]
+
+
+def _type_checking(test: ast.expr) -> bool:
+    """`TYPE_CHECKING` or `typing.TYPE_CHECKING`."""
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
 def package_imports() -> dict[str, set[str]]:
@@ -90,7 +102,9 @@ def test_the_import_reader_resolves_relative_and_lazy_imports(tmp_path):
     package = tmp_path / "dataflex_rl"
     (package / "one").mkdir(parents=True)
     (package / "one" / "mod.py").write_text("from . import sibling\nfrom ..two.x import y\n"
-                                            "def f():\n    import dataflex_rl.three\n")
+                                            "def f():\n    import dataflex_rl.three\n"
+                                            "if TYPE_CHECKING:\n    from dataflex_rl.four import Type\n"
+                                            "if typing.TYPE_CHECKING:\n    import dataflex_rl.five\n")
     assert set(_imported_modules(package / "one" / "mod.py", package)) == {
         "dataflex_rl.one", "dataflex_rl.one.sibling", "dataflex_rl.two.x", "dataflex_rl.two.x.y", "dataflex_rl.three"}
 
