@@ -30,7 +30,7 @@ from dataflex_rl.layout import UNTRAINED
 from dataflex_rl.prompt_selection.candidates import SelectionSize
 from dataflex_rl.readable import parquet_problem
 from dataflex_rl.recipe import GRPOSettings
-from dataflex_rl.slurm_nodes import partition_requests
+from dataflex_rl.slurm_nodes import cluster_fit_errors, partition_requests
 from dataflex_rl.step_draws import repeated_draw_problem
 from dataflex_rl.study import Study
 from dataflex_rl.tasks.prompting import render_prompt
@@ -483,6 +483,16 @@ def resource_type_errors(resources: Mapping[str, Mapping[str, Any]]) -> list[str
             errors.append(f"resources of rule {rule}: {key}={value!r} is not a whole number of {unit}; give a "
                           f"non-negative integer (e.g. --set-resources {rule}:{key}=<integer>, or in the profile)")
     return errors
+
+
+def planned_resource_errors(study: Study, resources: Mapping[str, Mapping[str, Any]],
+                            workdir: str | Path = ".") -> list[str]:
+    """The dry run's resource refusals for the rules that have jobs (`resource_errors`), and, where the study gives no
+    `cluster.partitions` of its own, the jobs no node of the Slurm cluster `sinfo` answers for could run; none for a
+    records-only study, which runs no job that asks for more than the defaults."""
+    if study.records_file:
+        return []
+    return resource_errors(study, resources, workdir) + ([] if study.partitions else cluster_fit_errors(resources))
 
 
 def resource_errors(study: Study, resources: Mapping[str, Mapping[str, Any]],

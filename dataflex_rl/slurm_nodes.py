@@ -108,3 +108,12 @@ def node_fit_errors(resources: Mapping[str, Mapping[str, Any]], nodes: list[Node
 
 
 _NAMES = {"cpus": "cpus_per_task", "mem_mb": "mem_mb", "gpus": "gpu"}
+
+
+def cluster_fit_errors(resources: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Jobs meant for Slurm (their resources name a slurm_partition) that no node of the cluster `sinfo` answers for
+    can run (`node_fit_errors`); nothing where no job names a partition or sinfo does not answer."""
+    if not any("slurm_partition" in values for values in resources.values()):
+        return []
+    nodes = cluster_nodes()
+    return node_fit_errors(resources, nodes) if nodes else []

@@ -7,7 +7,7 @@ from snakemake.utils import validate
 
 from dataflex_rl import layout
 from dataflex_rl.benchmarks.registry import registry_order
-from dataflex_rl.config_checks import resource_errors, shape_errors, study_errors
+from dataflex_rl.config_checks import planned_resource_errors, shape_errors, study_errors
 from dataflex_rl.config_yaml import config_yaml_errors
 from dataflex_rl.input_digests import input_digests
 from dataflex_rl.policies.catalogue import CATALOGUE
@@ -17,7 +17,6 @@ from dataflex_rl.readable import parquet_problem, record_problem
 from dataflex_rl.replans import Replans
 from dataflex_rl.report.outputs import figure_paths, table_paths
 from dataflex_rl.rule_resources import backend_resources, merged_values
-from dataflex_rl.slurm_nodes import cluster_nodes, node_fit_errors
 from dataflex_rl.study import Study
 from dataflex_rl.study_files import StudyFiles
 
@@ -161,25 +160,12 @@ SELECTION_RUNS = FILES.selection_runs()
 # --- after every rule is defined (called from the Snakefile) ---------------------------------------------------------
 
 
-def rule_resources(name):
-    """The rule's resource values as Snakemake merged them (dataflex_rl/rule_resources.py)."""
-    return merged_values(workflow.get_rule(name).resources)
-
-
-def cluster_fit_errors(resources):
-    """Jobs meant for Slurm (their resources name a slurm_partition) that no node of the cluster `sinfo` answers for
-    can run (slurm_nodes); nothing where the study gives cluster.partitions itself or sinfo does not answer."""
-    if STUDY.partitions or not any("slurm_partition" in r for r in resources.values()):
-        return []
-    nodes = cluster_nodes()
-    return node_fit_errors(resources, nodes) if nodes else []
-
-
 def check_resources_and_summarise():
-    """Refuse resource requests that cannot run (config_checks.resource_errors), then print the matrix summary."""
+    """Refuse resource requests that cannot run (config_checks.planned_resource_errors), then print the matrix summary;
+    each rule's resources as Snakemake merged them (rule, profile, command line: dataflex_rl/rule_resources.py)."""
     jobs = planned_jobs(STUDY)
-    resources = {rule: rule_resources(rule) for rule, count in jobs.items() if count}
-    errors = [] if STUDY.records_file else resource_errors(STUDY, resources, Path.cwd()) + cluster_fit_errors(resources)
+    resources = {rule: merged_values(workflow.get_rule(rule).resources) for rule, count in jobs.items() if count}
+    errors = planned_resource_errors(STUDY, resources, Path.cwd())
     if errors:
         raise ValueError(f"invalid resources ({len(errors)} problem(s)):\n  - " + "\n  - ".join(errors))
     summary = matrix_summary(STUDY, jobs, resources, HUB_BENCHMARKS, model_notes(STUDY, Path.cwd()))
