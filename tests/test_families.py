@@ -8,6 +8,7 @@ import pytest
 import yaml
 from snakemake.utils import update_config
 
+from dataflex_rl.backends.model_spec import ModelSpec
 from dataflex_rl.backends.verl.backend import VerlBackend
 from dataflex_rl.layout import SELECTION_TABLES
 from dataflex_rl.methods import MethodSpec
@@ -71,8 +72,9 @@ def test_a_train_job_carries_the_family_by_name_and_reads_it_back():
 
 
 def test_the_verl_backend_refuses_a_family_that_needs_a_probe():
-    methods = {"gradalign": {"policy": "gradalign"}, "topk": {"policy": "topk"}, "static": {"policy": "static"}}
-    errors = VerlBackend().config_errors("models.big", {"path": "Qwen/Qwen2.5-7B"}, REPO, True, methods)
+    methods = {name: MethodSpec(name, name, {}, CATALOGUE[name].family) for name in ("gradalign", "topk", "static")}
+    model = ModelSpec.from_entry("big", {"backend": "verl", "path": "Qwen/Qwen2.5-7B"})
+    errors = VerlBackend().config_errors("models.big", model, REPO, True, methods)
     assert errors == ["methods.gradalign.policy: 'gradalign' is a prompt_selection method, which the verl backend "
                       "(models.big) does not run in this version: its selection rounds score candidate prompts with "
                       "extra rollouts and gradients outside verl's training step — remove the method, or run it on an "
