@@ -49,6 +49,7 @@ def _train(model_dir: Path, spec: dict) -> None:
     import pandas as pd
 
     from dataflex_rl.backends.embedded.trainer import EmbeddedGRPOTrainer
+    from dataflex_rl.backends.registry import get_backend
     from dataflex_rl.methods import MethodSpec
     from dataflex_rl.policies.catalogue import Family
     from dataflex_rl.recipe import GRPOSettings
@@ -63,7 +64,8 @@ def _train(model_dir: Path, spec: dict) -> None:
                             max_new_tokens=spec["max_new_tokens"], checkpoint_every=2)
     method = (MethodSpec("baseline", "baseline", {}, Family.none) if selection is None
               else MethodSpec("gradalign", "gradalign", selection, Family.prompt_selection))
-    trainer = EmbeddedGRPOTrainer(model_dir, corpus, method, 0, settings, "{question}")
+    trainer = EmbeddedGRPOTrainer(model_dir, corpus, method, 0, settings, "{question}",
+                                  open_probe=get_backend("embedded").open_probe)
     assert {len(t) for t in trainer.prompt_tokens} == {_prompt_tokens(spec)}, "a digit is not one token"
     for _ in range(settings.steps):
         trainer.train_step()

@@ -122,7 +122,7 @@ def test_the_trainer_reaches_its_probe_through_the_backend_seam(workspace):
 def test_a_prompt_selection_without_a_probe_is_refused(workspace):
     root, corpus = workspace
     settings = GRPOSettings(steps=1, prompts_per_step=4, rollouts=4, max_new_tokens=4)
-    method = MethodSpec("gradalign", "gradalign", ROUND, "prompt_selection")
+    method = MethodSpec("gradalign", "gradalign", ROUND, Family.prompt_selection)
     with pytest.raises(ValueError, match="method 'gradalign' selects prompts by a probe of the training model, and "
                                          "the trainer was given none"):
         EmbeddedGRPOTrainer(root / "base", corpus, method, 5, settings, TEMPLATE)
