@@ -17,6 +17,7 @@ from dataflex_rl.backends.embedded.settings import ModelShape, WarmupSettings
 from dataflex_rl.jobs import build_base_model, train_run
 from dataflex_rl.tasks.token_caps import TokenCaps, answer_token_cap
 from dataflex_rl.tasks.training_fit import TRAINING_ANSWERS, TrainingCorpusError, corpus_token_caps, prompt_token_cap
+from dataflex_rl.tasks.validation_settings import ValidationSettings
 
 SHAPE = ModelShape(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
                    num_key_value_heads=1, max_position_embeddings=64, vocab_size=300)
@@ -54,16 +55,17 @@ def _train(root: Path, base: Path, corpus: Path, cap, prompts_per_step: int) -> 
 
 
 def test_a_models_training_caps_travel_as_one_value_from_its_corpus_section():
-    assert corpus_token_caps("models.tiny", MODEL, MAX_NEW_TOKENS, {}) == TokenCaps(
+    defaults = ValidationSettings.for_section("corpus")
+    assert corpus_token_caps("models.tiny", MODEL, MAX_NEW_TOKENS, defaults) == TokenCaps(
         {"tokens": 60, "source": "models.tiny.shape.max_position_embeddings 64 − training.max_new_tokens 4, the "
                                  "default of data_validation.corpus.max_prompt_tokens"},
         {"tokens": 63, "source": "models.tiny.shape.max_position_embeddings 64 − 1 end-of-text token, the default of "
                                  "data_validation.corpus.max_answer_tokens"})
-    configured = corpus_token_caps("models.tiny", MODEL, MAX_NEW_TOKENS,
-                                   {"max_prompt_tokens": 30, "max_answer_tokens": 5, "max_prompt_chars": 100})
+    configured = corpus_token_caps("models.tiny", MODEL, MAX_NEW_TOKENS, ValidationSettings.for_section(
+        "corpus", {"max_prompt_tokens": 30, "max_answer_tokens": 5, "max_prompt_chars": 100}))
     assert configured == TokenCaps({"tokens": 30, "source": "data_validation.corpus.max_prompt_tokens"},
                                    {"tokens": 5, "source": "data_validation.corpus.max_answer_tokens"})
-    assert corpus_token_caps("models.qwen", {"backend": "verl", "path": "Qwen/Qwen2.5-7B"}, 8, {}) is None
+    assert corpus_token_caps("models.qwen", {"backend": "verl", "path": "Qwen/Qwen2.5-7B"}, 8, defaults) is None
 
 
 @pytest.fixture(scope="module")
