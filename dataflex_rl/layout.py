@@ -192,6 +192,11 @@ def selection_tables(study: str) -> list[str]:
     return [f"{tables_dir(study)}/{name}.{ext}" for name in SELECTION_TABLES for ext in ("csv", "md")]
 
 
+def scenario_tables(study: str, campaigns: list[str]) -> list[str]:
+    """The scenario tables of the prompt-selection campaigns (dataflex_rl.report.scenarios), CSV and Markdown."""
+    return [f"{tables_dir(study)}/scenario_{name}.{ext}" for name in campaigns for ext in ("csv", "md")]
+
+
 def _regime_file(regime: str, model: str, suffix: str) -> str:
     """A regime's outputs are per (regime, model): a transform may depend on the model (low_utility)."""
     return f"{RESULTS}/corpus/regimes/{regime}/{model}{suffix}"

@@ -15,6 +15,7 @@ from dataflex_rl.benchmarks.paths import benchmark_paths
 from dataflex_rl.gates import pending
 from dataflex_rl.provenance import fingerprint
 from dataflex_rl.report.outputs import figure_paths, table_paths
+from dataflex_rl.report.scenarios import scenario_specs
 from dataflex_rl.study import Study
 
 
@@ -36,7 +37,7 @@ class StudyFiles:
         if self.study.records_file:
             return self.tables()
         return (self.gates() + self.run_outputs() + self.scores() + [layout.RECORDS] + self.tables()
-                + self.training_curves() + self.selection_tables())
+                + self.training_curves() + self.selection_tables() + self.scenario_tables())
 
     def gates(self) -> list[str]:
         return ([layout.quarantine_gate(name) for name in [layout.CORPUS_DATA, *self.benchmarks]]
@@ -77,6 +78,12 @@ class StudyFiles:
     def selection_tables(self) -> list[str]:
         """The selection tables, where a run's family adds them (none for a records-only study: no round metrics)."""
         return layout.selection_tables(self.study.name) if self.selection_runs() and not self.study.records_file else []
+
+    def scenario_tables(self) -> list[str]:
+        """The scenario tables, one per campaign training a prompt selection (none for a records-only study)."""
+        if self.study.records_file:
+            return []
+        return layout.scenario_tables(self.study.name, [spec.name for spec in scenario_specs(self.study)])
 
     # --- what a job reads --------------------------------------------------------------------------------------
     def training_corpus(self, model: str, run: str) -> str:

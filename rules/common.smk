@@ -16,6 +16,7 @@ from dataflex_rl.package_versions import PROVENANCE_PACKAGES
 from dataflex_rl.readable import parquet_problem, record_problem
 from dataflex_rl.replans import Replans
 from dataflex_rl.report.outputs import figure_paths, table_paths
+from dataflex_rl.report.scenarios import scenario_specs
 from dataflex_rl.rule_resources import backend_resources, merged_values
 from dataflex_rl.study import Study
 from dataflex_rl.study_files import StudyFiles

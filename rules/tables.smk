@@ -73,3 +73,22 @@ rule selection_tables:
         confidence=STUDY.stats.confidence,
     script:
         "../workflow_scripts/selection_tables.py"
+
+
+# The seed paper's scenario tables (dataflex_rl/report/scenarios.py), one per campaign training a prompt selection: per
+# method the test score from the run summaries and the kept set's share of the regime's label at the first and the last
+# round from the composition table, the best marked.
+rule scenario_tables:
+    input:
+        summaries=f"{TABLES_DIR}/run_summaries.csv",
+        composition=f"{TABLES_DIR}/selection_composition.csv",
+    output:
+        [report_table(path) for path in FILES.scenario_tables()],
+    log:
+        f"logs/tables/{STUDY.name}_scenarios.log",
+    conda:
+        "../envs/stats.yaml"
+    params:
+        specs=[spec.to_json() for spec in scenario_specs(STUDY)],
+    script:
+        "../workflow_scripts/scenario_tables.py"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from numbers import Integral, Real
 from pathlib import Path
+from typing import Iterable, Mapping
 
 import pandas as pd
 
@@ -76,12 +77,24 @@ def latex_table_body(df: pd.DataFrame, decimals: int = 2) -> str:
     return _latex(df, _cells(df, decimals))
 
 
-def write_table(df: pd.DataFrame, stem: Path, decimals: int = 2, *, latex: bool = False) -> None:
+def _emboldened(df: pd.DataFrame, cells: list[list[str]], bold: Mapping[str, Iterable[int]]) -> list[list[str]]:
+    """`cells` with the cells `bold` names (column -> row positions) in Markdown bold."""
+    marked = [list(row) for row in cells]
+    for column, rows in bold.items():
+        index = list(df.columns).index(column)
+        for row in rows:
+            marked[row][index] = f"**{marked[row][index]}**"
+    return marked
+
+
+def write_table(df: pd.DataFrame, stem: Path, decimals: int = 2, *, latex: bool = False,
+                bold: Mapping[str, Iterable[int]] | None = None) -> None:
     """Write `stem`.csv (full precision) and `stem`.md (rounded), and `stem`.tex (a LaTeX table body) when `latex`,
-    each atomically; the index is not written."""
+    each atomically; the index is not written. `bold` (column -> row positions, e.g. each column's best) sets those
+    cells in bold in the Markdown."""
     stem = Path(stem)
     cells = _cells(df, decimals)
     write_csv(stem.with_name(stem.name + ".csv"), df)
-    write_text(stem.with_name(stem.name + ".md"), _markdown(df, cells))
+    write_text(stem.with_name(stem.name + ".md"), _markdown(df, _emboldened(df, cells, bold or {})))
     if latex:
         write_text(stem.with_name(stem.name + ".tex"), _latex(df, cells))
