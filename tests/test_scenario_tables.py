@@ -94,7 +94,7 @@ def test_the_gradalign_campaign_has_a_table_per_scenario_and_ablation():
                            "similarity_ablation", "validation_ablation"]
     assert specs["noisy_rewards"].labels == {"tiny-qwen2@noisy_rewards:noisy50": "corrupted"}
     assert specs["unbalanced_pool"].metrics == {"tiny-qwen2@unbalanced_pool:science_unbalanced": "domain:science"}
-    assert specs["low_utility"].labels == {"tiny-qwen2-s3@low_utility:easy50": "easy"}
+    assert specs["low_utility"].labels == {"tiny-qwen2-s3@low_utility:easy20": "easy"}
     # every prompt selection holds |P_v| prompts out of its pool, the baselines the default 32
     assert specs["validation_size"].validation_sizes == {"gradalign_val10": 10, "gradalign_val30": 30,
                                                           "gradalign_val100": 100, "random": 32, "accgreedy": 32,
