@@ -9,7 +9,7 @@ import yaml
 
 from dataflex_rl.report.scenarios import ScenarioTable, scenario_specs, scenario_table, scenario_tables
 from dataflex_rl.report.tables import write_table
-from dataflex_rl.study import Study
+from dataflex_rl.study.resolved import Study
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dataflex_rl.job_log import job_log
+from dataflex_rl.artefacts.job_log import job_log
 from dataflex_rl.report.scenarios import scenario_tables
 from dataflex_rl.report.tables import write_table
 

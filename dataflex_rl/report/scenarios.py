@@ -38,7 +38,7 @@ class ScenarioTable:
 
 
 def scenario_specs(study) -> list[ScenarioTable]:
-    """One table per campaign of `study` (dataflex_rl.study.Study) that trains a prompt-selection method."""
+    """One table per campaign of `study` (dataflex_rl.study.resolved.Study) that trains a prompt-selection method."""
     specs = []
     for campaign in study.campaigns:
         if campaign.name is None or not any(study.methods[m].family.tables for m in campaign.methods):

@@ -13,7 +13,7 @@ from typing import Iterable, Mapping
 
 import pandas as pd
 
-from dataflex_rl.atomic import write_csv, write_text
+from dataflex_rl.artefacts.atomic import write_csv, write_text
 
 MISSING = "—"
 
