@@ -11,6 +11,7 @@ resume draws the same rollouts, and two methods of one seed draw with the same r
 """
 from __future__ import annotations
 
+import hashlib
 import random
 import time
 from dataclasses import dataclass, field
@@ -18,7 +19,12 @@ from typing import Any, Protocol, Sequence
 
 from torch import Tensor
 
-from dataflex_rl.prompt_selection.scores import adam_precondition, zero_advantage
+from dataflex_rl.prompt_selection.scores import Alignment, adam_precondition, alignment_of, zero_advantage
+
+
+def stream_seed(seed: int, stream: str) -> int:
+    """A generator seed for one rollout stream of a run: the same for every method of the seed."""
+    return int.from_bytes(hashlib.blake2b(f"{seed}:{stream}".encode(), digest_size=8).digest(), "big") >> 1
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,10 @@ class Probe(Protocol):
 
     def summed_gradient(self, rollouts: ProbeRollouts, aggregation: str) -> Tensor:
         """[P]: the gradient of the sum of the groups' probe losses."""
+
+    # Optional: a probe whose [N, P] gradients would not fit in memory also offers
+    #   group_alignment(rollouts, aggregation, direction, normalise) -> scores.Alignment
+    # computed one group at a time (the round uses it for an unprojected cosine or dot score).
 
     def module_slices(self) -> Any:
         """The parameter layout (prompt_selection.gradients.ParameterLayout) the gradients are flattened in."""
@@ -105,6 +115,19 @@ class SelectionRound:
         rollouts = self.candidate_rollouts()
         return self._timed("candidate_backward", ("candidate_gradients", aggregation, projection_dim),
                            lambda: self._project(self.probe.group_gradients(rollouts, aggregation), projection_dim))
+
+    def candidate_alignment(self, aggregation: str, direction: Tensor, normalise: bool) -> Alignment:
+        """The candidates' raw gradients against the unit `direction` (scores.Alignment): from the probe's
+        `group_alignment` where it has one, one group at a time, else from candidate_gradients."""
+        rollouts = self.candidate_rollouts()
+        streamed = getattr(self.probe, "group_alignment", None)
+        if streamed is None:
+            return alignment_of(self.candidate_gradients(aggregation, 0), direction, self.zero_advantage(),
+                                normalise_candidates=normalise)
+        started = time.perf_counter()
+        alignment = streamed(rollouts, aggregation, direction, normalise)
+        self.seconds["candidate_backward"] += time.perf_counter() - started
+        return alignment
 
     def validation_rollouts(self) -> ProbeRollouts:
         return self._timed("validation", "validation", lambda: self.probe.rollouts(
