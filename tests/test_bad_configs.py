@@ -308,14 +308,16 @@ CASES = [
           "hf download <hub name> --local-dir ./weights/qwen-7b")),
     Case("verl model path neither a directory nor a hub name", _verl(path="Qwen/Qwen2.5/7B"),
          ("models.qwen.path: 'Qwen/Qwen2.5/7B' is neither a local directory", "nor a hub name")),
-    Case("prompt selection on a verl model", _all(_verl(), _method("gradalign", {
-        "policy": "gradalign", "control": "baseline"})),
-         ("methods.gradalign.policy: 'gradalign' is a prompt_selection method, which the verl backend (models.qwen) "
-          "does not run in this version", "remove the method, or run it on an embedded model")),
-    Case("two prompt selections on a verl model", _all(_verl(), _method("simacc", {
-        "policy": "simacc", "control": "baseline"}), _method("align", {"policy": "align", "control": "baseline"})),
-         ("methods.simacc.policy: 'simacc' is a prompt_selection method, which the verl backend (models.qwen)",
-          "methods.align.policy: 'align' is a prompt_selection method")),
+    Case("Adam preconditioning on a verl model", _all(_verl(), _method("gradalign", {
+        "policy": "gradalign", "params": {"precondition": "adam"}, "control": "baseline"})),
+         ("methods.gradalign.params.precondition: 'adam' divides g_v by Adam's second moment, which on the verl "
+          "backend lives in the FSDP optimiser shards", "use precondition: none (the default) on verl (models.qwen "
+          "is a verl model)")),
+    Case("a selection round's backward passes beyond one GPU", _all(_verl(), _set("models.qwen.probe", {
+        "parameters": 8190000000, "gpu_memory_gb": 80}), _method("gradalign", {"policy": "gradalign",
+                                                                                "control": "baseline"})),
+         ("models.qwen.probe.gpu_memory_gb: 80, but a selection round's backward passes need 92 GiB on one GPU for "
+          "8.19e+09 parameters", "train on GPUs of ≥ 102 GiB")),
     Case("embedded model given a path", _set("models.tiny-qwen2.path", "Qwen/Qwen2.5-7B"),
          ("models.tiny-qwen2.path: 'Qwen/Qwen2.5-7B'", "reads no path")),
     Case("unknown backend", _set("models.tiny-qwen2.backend", "verll"),

@@ -71,11 +71,13 @@ def test_a_train_job_carries_the_family_by_name_and_reads_it_back():
     assert target_domains == {None, "science"}
 
 
-def test_the_verl_backend_refuses_a_family_that_needs_a_probe():
+def test_the_verl_backend_runs_a_prompt_selection_but_not_its_adam_preconditioning():
     methods = {name: MethodSpec(name, name, {}, CATALOGUE[name].family) for name in ("gradalign", "topk", "static")}
     model = ModelSpec.from_entry("big", {"backend": "verl", "path": "Qwen/Qwen2.5-7B"})
+    assert VerlBackend().config_errors("models.big", model, REPO, True, methods) == []
+    methods["gradalign"] = MethodSpec("gradalign", "gradalign", {"precondition": "adam"}, Family.prompt_selection)
     errors = VerlBackend().config_errors("models.big", model, REPO, True, methods)
-    assert errors == ["methods.gradalign.policy: 'gradalign' is a prompt_selection method, which the verl backend "
-                      "(models.big) does not run in this version: its selection rounds score candidate prompts with "
-                      "extra rollouts and gradients outside verl's training step — remove the method, or run it on an "
-                      "embedded model"]
+    assert errors == ["methods.gradalign.params.precondition: 'adam' divides g_v by Adam's second moment, which on "
+                      "the verl backend lives in the FSDP optimiser shards of the run's checkpoint, not in the merged "
+                      "weights the probe scores; the released loop never enabled it — use precondition: none (the "
+                      "default) on verl (models.big is a verl model)"]

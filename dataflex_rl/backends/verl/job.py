@@ -23,14 +23,16 @@ CONFIG_BLOCK = "dataflex_rl"
 class VerlRunJob:
     """One run's data-policy side: the method, the run's seed (prompt order and the policy's own draws), the
     training corpus in verl's parquet schema (dataflex_rl.backends.verl.dataset; its row order is the corpus's,
-    which the policy driver's row indices refer to), the rollouts per prompt (verl's `rollout.n`), and the domain a
-    prompt selection validates on (None: any)."""
+    which the policy driver's row indices refer to), the rollouts per prompt (verl's `rollout.n`), the domain a
+    prompt selection validates on (None: any), and where a prompt selection's round files are
+    (selection_rounds.py; None for other methods)."""
 
     method: MethodSpec
     seed: int
     train_file: str
     rollouts: int
     target_domain: str | None = None
+    rounds_dir: str | None = None
 
     def write(self, path: str | Path) -> Path:
         with atomic_path(path) as tmp:
