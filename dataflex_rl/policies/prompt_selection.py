@@ -51,7 +51,7 @@ def simacc(round_: SelectionRound, aggregation, projection_dim, precondition, no
 def align(round_: SelectionRound, aggregation, projection_dim) -> Ranked:
     """The released LearnAlign proxy: GradAlign with this round's candidates and their k_r rollouts as the validation
     set (each candidate counts in its own target). LearnAlign's learnability (success-rate) term is not implemented."""
-    validation = round_.candidate_gradients(aggregation, projection_dim).sum(dim=0)
+    validation = round_.candidate_gradient_sum(aggregation, projection_dim)
     return _aligned(round_, validation, aggregation, projection_dim, normalise=True)
 
 

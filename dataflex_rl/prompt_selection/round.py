@@ -129,6 +129,15 @@ class SelectionRound:
         self.seconds["candidate_backward"] += time.perf_counter() - started
         return alignment
 
+    def candidate_gradient_sum(self, aggregation: str, projection_dim: int) -> Tensor:
+        """Σ_i g_i over the candidates (`align`'s validation gradient): the probe's summed gradient of the candidates'
+        losses where it streams its scores (no [M, P] rows), else the sum of candidate_gradients."""
+        if projection_dim or getattr(self.probe, "group_alignment", None) is None:
+            return self.candidate_gradients(aggregation, projection_dim).sum(dim=0)
+        rollouts = self.candidate_rollouts()
+        return self._timed("candidate_backward", ("candidate_gradient_sum", aggregation),
+                           lambda: self.probe.summed_gradient(rollouts, aggregation))
+
     def validation_rollouts(self) -> ProbeRollouts:
         return self._timed("validation", "validation", lambda: self.probe.rollouts(
             self.plan.validation, self.plan.rollouts_validation, f"validation:{self.plan.index}", noisy=False))

@@ -3,7 +3,7 @@ merge-then-score loop (dataflex_rl.backends.verl.selection_rounds): the run's cu
 LM, rollouts from a sampler with the training rollout's settings, rewards from the training reward function.
 
 - Rollouts: the corpus rows' prompts rendered as verl's dataset renders them (the chat template with the generation
-  prompt; verl: utils/dataset/rl_dataset.py:259-262), `samples` responses each from the sampler (vLLM on a GPU:
+  prompt; verl: utils/dataset/rl_dataset.py:259-261), `samples` responses each from the sampler (vLLM on a GPU:
   probe_rollouts.VllmSampler), seeded by (run seed, stream) as on the embedded backend; each response decoded without
   special tokens and rewarded by `reward.compute_score`, as verl's reward manager does (verl:
   experimental/reward_loop/reward_manager/naive.py:55). A validation stream (`noisy` False) gets the verifier's
