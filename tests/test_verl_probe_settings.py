@@ -57,12 +57,15 @@ def test_the_train_resource_check_reads_the_probe_block_only_with_a_selection():
 def test_the_summary_names_the_rounds_rollout_and_gradient_settings(tokens):
     lines = get_backend("verl").job_commands(GRPOSettings(max_new_tokens=tokens, temperature=0.9),
                                              EvaluationSettings(max_new_tokens=8, temperature=0.0),
-                                             {"train": {"gpu": 8}})
+                                             {"train": {"gpu": 8}}, prompt_selection=True)
     probe = lines[-1]
-    assert probe.startswith("selection round (prompt-selection methods: before each verl segment of steps_per_round "
-                            "steps, in the train job, on its 8 GPUs): python -m dataflex_rl.backends.verl.round_job")
+    assert probe.startswith("selection round (before each verl segment of steps_per_round steps, in the train job, on "
+                            "its 8 GPUs): python -m dataflex_rl.backends.verl.round_job")
     assert (f"max_model_len={1024 + tokens}, seed=<seed>, enable_sleep_mode=True)" in probe
             and "tensor_parallel_size=<models.<m>.rollout.tensor_parallel_size>" in probe)
     assert (f"vllm.SamplingParams(n=<k_r or k_v>, temperature=<score_temperature, else 0.9>, top_p=1.0, top_k=-1, "
             f"max_tokens={tokens}, seed=<seed, stream>") in probe
     assert "models.<m>.probe.micro_batch responses per backward (default 1)" in probe
+    # a study without a prompt selection shows no round
+    assert not any(line.startswith("selection round") for line in get_backend("verl").job_commands(
+        GRPOSettings(), EvaluationSettings(), {"train": {"gpu": 8}}))

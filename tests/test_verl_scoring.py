@@ -219,7 +219,7 @@ def test_the_merge_job_writes_the_runs_weights_as_a_verified_hugging_face_direct
     (EvaluationSettings(max_new_tokens=8, batch_size=4, temperature=0.5, seed=3), "max_model_len=1032",
      "temperature=0.5, top_p=1.0, max_tokens=8, n=1, seed=3, stop_token_ids=['<eos>', \"<chat template's turn end>\"]")])
 def test_the_dry_run_summary_names_the_merge_and_vllm_settings(evaluation, engine, sampling):
-    *train, merge, score, probe = get_backend("verl").job_commands(GRPOSettings(), evaluation, {})
+    *train, merge, score = get_backend("verl").job_commands(GRPOSettings(), evaluation, {})
     assert merge == ("merge: python -m verl.model_merger merge --backend fsdp --local_dir <run>/model[/actor] "
                      "--target_dir <run>/merged")
     assert f"dtype=bfloat16, {engine}, tensor_parallel_size=<gpu>" in score and score.startswith(
@@ -235,7 +235,7 @@ def test_the_dry_run_summary_shows_verls_train_command_with_the_jobs_resources()
     training = GRPOSettings(prompts_per_step=64, rollouts=5)
     lines = get_backend("verl").job_commands(training, EvaluationSettings(max_new_tokens=8, temperature=0.0),
                                              {"train": {"gpu": 8, "cpus_per_task": 40}})
-    command = " ".join(line.strip() for line in lines[1:-3]).split()
+    command = " ".join(line.strip() for line in lines[1:-2]).split()
     overrides = run_overrides("<models.<m>.path>", training, "<seed>", gpus=8, cpus=40,
                               files=RunFiles.in_state(Path("<state>")), attention="sdpa",
                               experiment="<method>-seed<seed>", rollout_engine=ROLLOUT_PLACEHOLDERS)

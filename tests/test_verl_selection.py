@@ -16,7 +16,7 @@ from tokenizers.models import WordLevel  # noqa: E402
 from tokenizers.pre_tokenizers import Whitespace  # noqa: E402
 from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM  # noqa: E402
 
-from test_verl_trainer import ROLLOUTS, StandInWorkers, _config, _fake_step, fake_tq  # noqa: E402,F401
+from test_verl_trainer import ROLLOUTS, _config, _fake_step, _trainer, fake_tq  # noqa: E402,F401
 from dataflex_rl.backends.verl.job import VerlRunJob  # noqa: E402
 from dataflex_rl.backends.verl.launch import LoggedStep, VERL_METRICS, metrics_frame  # noqa: E402
 from dataflex_rl.backends.verl.probe import RoundBoundary, VerlProbe  # noqa: E402
@@ -142,11 +142,7 @@ def test_the_first_round_runs_and_the_trainer_draws_its_kept_rows(tmp_path, word
         write_round(out, run_round(job, training, index, _boundary(weights, train_file, job.seed)))
 
     def train_to(settings):
-        trainer = DataflexTrainer(config)
-        trainer._init_tokenizer()
-        trainer._init_dataloader()
-        trainer.actor_rollout_wg = StandInWorkers()
-        trainer.global_steps = 0
+        trainer = _trainer(config)
         for _ in range(settings.steps):
             drawn.append(_fake_step(trainer, fake_tq, lambda row: [1.0, 0.0, 0.0])[0])
 

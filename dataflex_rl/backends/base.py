@@ -124,9 +124,10 @@ class DryRunBackend(Protocol):
         `max_new_tokens`, cannot run with its merged `resources` on this backend."""
 
     def job_commands(self, training: GRPOSettings, evaluation: EvaluationSettings,
-                     resources: Mapping[str, Mapping[str, Any]]) -> list[str]:
+                     resources: Mapping[str, Mapping[str, Any]], prompt_selection: bool = False) -> list[str]:
         """What the backend's own jobs run, for the dry-run summary: lines naming the job and its command, with the
-        study's `training` and `evaluation` settings and the merged
+        study's `training` and `evaluation` settings (and, where the study trains a prompt selection, what its
+        selection rounds run) and the merged
         resources per rule (`resources`), placeholders in <> for what varies per job."""
 
     def job_resources(self, rule: str) -> dict[str, Any]:

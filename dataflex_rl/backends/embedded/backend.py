@@ -128,7 +128,7 @@ class EmbeddedBackend:
         return _memory_errors("score", key, shape, batch, prompts, estimate, resources, "lower evaluation.batch_size")
 
     def job_commands(self, training: GRPOSettings, evaluation: EvaluationSettings,
-                     resources: Mapping[str, Mapping[str, Any]]) -> list[str]:
+                     resources: Mapping[str, Mapping[str, Any]], prompt_selection: bool = False) -> list[str]:
         return []
 
     def job_resources(self, rule: str) -> dict[str, Any]:

@@ -218,10 +218,9 @@ class VerlBackend:
                 f"the override from the profile's set-resources or --set-resources)"]
 
     def job_commands(self, training: GRPOSettings, evaluation: EvaluationSettings,
-                     resources: Mapping[str, Mapping[str, Any]]) -> list[str]:
-        from dataflex_rl.backends.verl import probe_rollouts
+                     resources: Mapping[str, Mapping[str, Any]], prompt_selection: bool = False) -> list[str]:
         from dataflex_rl.backends.verl.merge import merge_command
-        from dataflex_rl.backends.verl.overrides import DEFAULT_PROMPT_TOKENS, RunFiles, run_overrides, verl_command
+        from dataflex_rl.backends.verl.overrides import RunFiles, run_overrides, verl_command
         from dataflex_rl.backends.verl.scoring import BATCH_INVARIANT, engine_arguments, sampling_arguments
 
         train = resources.get("train", {})
@@ -235,23 +234,30 @@ class VerlBackend:
         engine = engine_arguments("<run>/merged or models.<m>.path", max_new_tokens=tokens, gpus="<gpu>", seed=seed)
         sampling = sampling_arguments(max_new_tokens=tokens, temperature=evaluation.temperature, seed=seed,
                                       stop_token_ids=STOP_PLACEHOLDER)
-        probe_engine = probe_rollouts.engine_arguments("<round weights>", max_new_tokens=training.max_new_tokens,
-                                                       prompt_tokens=DEFAULT_PROMPT_TOKENS,
-                                                       rollout=ROLLOUT_PLACEHOLDERS, seed="<seed>")
-        probe_sampling = probe_rollouts.sampling_arguments(
+        lines = ["train (<state>: the run's state folder; flash-attn instead of sdpa where importable at launch): "
+                 "VERL_FILE_LOGGER_PATH=<state>/verl_metrics.attempt<N>.jsonl", *(f"  {part}" for part in command),
+                 f"merge: python {' '.join(merge_command('<run>/model[/actor]', '<run>/merged')[1:])}",
+                 f"score: {BATCH_INVARIANT}=1, vllm.LLM({_arguments(engine)}), "
+                 f"vllm.SamplingParams({_arguments(sampling)})"]
+        return lines + ([self._round_command(training, train.get("gpu", "<gpu>"))] if prompt_selection else [])
+
+    @staticmethod
+    def _round_command(training: GRPOSettings, gpus) -> str:
+        """What a prompt selection's round runs between verl segments (selection_rounds.py, round_job.py)."""
+        from dataflex_rl.backends.verl import probe_rollouts
+        from dataflex_rl.backends.verl.overrides import DEFAULT_PROMPT_TOKENS
+
+        engine = probe_rollouts.engine_arguments("<round weights>", max_new_tokens=training.max_new_tokens,
+                                                 prompt_tokens=DEFAULT_PROMPT_TOKENS, rollout=ROLLOUT_PLACEHOLDERS,
+                                                 seed="<seed>")
+        sampling = probe_rollouts.sampling_arguments(
             samples="<k_r or k_v>", temperature=f"<score_temperature, else {training.temperature}>",
             max_new_tokens=training.max_new_tokens, seed="<seed, stream>", stop_token_ids=STOP_PLACEHOLDER)
-        return ["train (<state>: the run's state folder; flash-attn instead of sdpa where importable at launch): "
-                "VERL_FILE_LOGGER_PATH=<state>/verl_metrics.attempt<N>.jsonl", *(f"  {part}" for part in command),
-                f"merge: python {' '.join(merge_command('<run>/model[/actor]', '<run>/merged')[1:])}",
-                f"score: {BATCH_INVARIANT}=1, vllm.LLM({_arguments(engine)}), "
-                f"vllm.SamplingParams({_arguments(sampling)})",
-                "selection round (prompt-selection methods: before each verl segment of steps_per_round steps, in the "
-                f"train job, on its {train.get('gpu', '<gpu>')} GPUs): python -m dataflex_rl.backends.verl.round_job "
-                f"<state>/round_<r>.spec.json — rollouts vllm.LLM({_arguments(probe_engine)}), "
-                f"vllm.SamplingParams({_arguments(probe_sampling)}); gradients: transformers AutoModelForCausalLM "
-                f"(<round weights>, dtype=bfloat16) on cuda, models.<m>.probe.micro_batch responses per backward "
-                f"(default {ProbeSettings().micro_batch})"]
+        return (f"selection round (before each verl segment of steps_per_round steps, in the train job, on its {gpus} "
+                f"GPUs): python -m dataflex_rl.backends.verl.round_job <state>/round_<r>.spec.json — rollouts "
+                f"vllm.LLM({_arguments(engine)}), vllm.SamplingParams({_arguments(sampling)}); gradients: "
+                f"transformers AutoModelForCausalLM (<round weights>, dtype=bfloat16) on cuda, "
+                f"models.<m>.probe.micro_batch responses per backward (default {ProbeSettings().micro_batch})")
 
     def job_resources(self, rule: str) -> dict[str, Any]:
         return dict(JOB_RESOURCES.get(rule, {}))
