@@ -198,3 +198,45 @@ def test_a_prompt_selection_job_without_rounds_is_refused(tmp_path, word_model):
     method = MethodSpec("gradalign", "gradalign", OPTIONS, Family.prompt_selection)
     with pytest.raises(ValueError, match="is a prompt selection, and the job names no rounds_dir"):
         DataflexTrainer(_config(tmp_path, word_model, train_file, method))
+
+
+def test_the_segments_score_each_round_on_the_last_checkpoint_and_a_requeue_skips_what_is_done(tmp_path, monkeypatch):
+    """25 steps in rounds of I = 10: segments 0-10, 10-20, 20-25. verl's runs are stood in for by writing its tracker
+    and checkpoint folder, the merger by a record of what it was asked."""
+    from dataflex_rl.backends.verl import merge
+    from dataflex_rl.backends.verl.checkpoints import TRACKER_FILE
+    from dataflex_rl.backends.verl.selection_rounds import segments
+
+    assert [(s.index, s.start, s.end) for s in segments(25, 10)] == [(0, 0, 10), (1, 10, 20), (2, 20, 25)]
+    train_file = _corpus(tmp_path / "train.parquet")
+    job = VerlRunJob(MethodSpec("gradalign", "gradalign", {**OPTIONS, "steps_per_round": 10}, Family.prompt_selection),
+                     7, str(train_file), ROLLOUTS, None, str(tmp_path / "state" / ROUNDS_FOLDER))
+    checkpoints, calls = tmp_path / "ckpt", []
+    monkeypatch.setattr(merge, "merge_checkpoint", lambda source, target: calls.append(("merge", str(source))))
+
+    def score_round(weights, index, out):
+        calls.append(("round", index, weights))
+        write_round(out, {"selection": {"round": None}, "metrics": {}})
+
+    def train_to(settings):
+        calls.append(("verl", settings.steps))
+        (checkpoints / f"global_step_{settings.steps}" / "actor").mkdir(parents=True, exist_ok=True)
+        (checkpoints / TRACKER_FILE).write_text(str(settings.steps))
+
+    def run():
+        run_segments(job=job, training=GRPOSettings(steps=25), model_path="Qwen/base", checkpoint_dir=checkpoints,
+                     state_dir=tmp_path / "state", score_round=score_round, train_to=train_to,
+                     actor_dir=lambda folder, step: folder / f"global_step_{step}" / "actor")
+
+    run()
+    merged = str(tmp_path / "state" / "round_weights")
+    assert calls == [("round", 0, "Qwen/base"), ("verl", 10),
+                     ("merge", str(checkpoints / "global_step_10" / "actor")), ("round", 1, merged), ("verl", 20),
+                     ("merge", str(checkpoints / "global_step_20" / "actor")), ("round", 2, merged), ("verl", 25)]
+    # a requeue after the run finished starts nothing; one killed in segment 2 resumes it without rescoring
+    calls.clear()
+    run()
+    assert calls == []
+    (checkpoints / TRACKER_FILE).write_text("20")
+    run()
+    assert calls == [("verl", 25)]

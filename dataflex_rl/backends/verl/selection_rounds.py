@@ -25,6 +25,7 @@ import pandas as pd
 import torch
 
 from dataflex_rl.atomic import atomic_path
+from dataflex_rl.backends.verl.checkpoints import tracked_step
 from dataflex_rl.backends.verl.job import VerlRunJob
 from dataflex_rl.backends.verl.probe_settings import check_selection_options
 from dataflex_rl.policy_driver import PolicyDriver
@@ -95,7 +96,8 @@ def segments(steps: int, steps_per_round: int) -> list[Segment]:
 def run_segments(*, job: VerlRunJob, training: GRPOSettings, model_path: str, checkpoint_dir: Path, state_dir: Path,
                  score_round: Callable[[str, int, Path], None], train_to: Callable[[GRPOSettings], None],
                  actor_dir: Callable[[Path, int], Path]) -> None:
-    """Every segment whose last checkpoint is missing: its round (unless its file is there), then verl to its end.
+    """Every segment verl's checkpoints have not reached (checkpoints.tracked_step: a requeued job skips the finished
+    ones without starting verl): its round (unless its file is there), then verl to its end.
     `score_round(weights, index, out)`: round `index` on the weights (a Hugging Face folder or hub name) written to
     the round file `out` (round_job.py runs it in its own process); `train_to(settings)`: verl run to
     `settings.steps`; `actor_dir(checkpoint_dir, step)`: verl's actor checkpoint of a step."""
@@ -103,7 +105,7 @@ def run_segments(*, job: VerlRunJob, training: GRPOSettings, model_path: str, ch
 
     steps_per_round = policy_driver(job).selector.steps_per_round
     for segment in segments(training.steps, steps_per_round):
-        if actor_dir(checkpoint_dir, segment.end).is_dir():
+        if (tracked_step(checkpoint_dir) or 0) >= segment.end:
             continue
         path = round_file(state_dir / ROUNDS_FOLDER, segment.index)
         if not path.exists():
