@@ -9,7 +9,7 @@ from dataflex_rl.backends.registry import get_backend
 from dataflex_rl.backends.verl.model_heads import model_parameters
 from dataflex_rl.backends.verl.probe_settings import ProbeSettings, probe_memory_errors
 from dataflex_rl.evaluate.settings import EvaluationSettings
-from dataflex_rl.recipe import GRPOSettings
+from dataflex_rl.training.recipe import GRPOSettings
 
 QWEN3_8B = 8190735360  # Qwen3-8B-Base's parameters (its model card: 8.2B)
 

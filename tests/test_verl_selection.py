@@ -23,10 +23,10 @@ from dataflex_rl.backends.verl.probe import RoundBoundary, VerlProbe  # noqa: E4
 from dataflex_rl.backends.verl.selection_rounds import (ROUNDS_FOLDER, policy_driver, read_round,  # noqa: E402
                                                         round_file, run_round, run_segments, write_round)
 from dataflex_rl.backends.verl.trainer import DataflexTrainer  # noqa: E402
-from dataflex_rl.methods import MethodSpec  # noqa: E402
+from dataflex_rl.policies.methods import MethodSpec  # noqa: E402
 from dataflex_rl.policies.catalogue import Family  # noqa: E402
 from dataflex_rl.prompt_selection.candidates import training_rows  # noqa: E402
-from dataflex_rl.recipe import GRPOSettings  # noqa: E402
+from dataflex_rl.training.recipe import GRPOSettings  # noqa: E402
 
 WORDS = ["a", "b", "c"]
 ROWS = 40

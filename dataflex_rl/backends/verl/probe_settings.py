@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from dataflex_rl.methods import MethodSpec
+    from dataflex_rl.policies.methods import MethodSpec
 
 GIB = 1 << 30
 DTYPE_BYTES = 2  # bf16 weights and gradients, as the released scorer ran its model

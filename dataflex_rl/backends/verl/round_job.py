@@ -13,11 +13,11 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from dataflex_rl.atomic import atomic_path
+from dataflex_rl.artefacts.atomic import atomic_path
 from dataflex_rl.backends.verl.job import VerlRunJob
 from dataflex_rl.backends.verl.probe_settings import ProbeSettings
 from dataflex_rl.backends.verl.rollout import RolloutSettings
-from dataflex_rl.recipe import GRPOSettings
+from dataflex_rl.training.recipe import GRPOSettings
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def open_round_boundary(spec: RoundSpec, job: VerlRunJob):
 
     from dataflex_rl.backends.verl.probe import RoundBoundary
     from dataflex_rl.backends.verl.probe_rollouts import VllmSampler
-    from dataflex_rl.tasks.turn_end import stop_token_ids
+    from dataflex_rl.corpus.turn_end import stop_token_ids
 
     tokenizer = AutoTokenizer.from_pretrained(spec.weights)
     sampler = VllmSampler(spec.weights, max_new_tokens=spec.training.max_new_tokens, prompt_tokens=spec.prompt_tokens,

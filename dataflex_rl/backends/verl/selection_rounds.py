@@ -24,13 +24,13 @@ from typing import Any, Callable, Mapping
 import pandas as pd
 import torch
 
-from dataflex_rl.atomic import atomic_path
+from dataflex_rl.artefacts.atomic import atomic_path
 from dataflex_rl.backends.verl.checkpoints import tracked_step
 from dataflex_rl.backends.verl.job import VerlRunJob
 from dataflex_rl.backends.verl.probe_settings import check_selection_options
-from dataflex_rl.policy_driver import PolicyDriver
+from dataflex_rl.policies.driver import PolicyDriver
 from dataflex_rl.prompt_selection.selector import RowLabels
-from dataflex_rl.recipe import GRPOSettings
+from dataflex_rl.training.recipe import GRPOSettings
 from dataflex_rl.regimes.low_utility import is_easy
 
 ROUNDS_FOLDER = "selection_rounds"  # in the run's state folder
