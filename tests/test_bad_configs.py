@@ -266,6 +266,11 @@ CASES = [
     Case("validation probe with k_v <= k_r", _method("simacc", {
         "policy": "simacc", "params": {"rollouts_candidate": 8, "rollouts_validation": 4}, "control": "baseline"}),
          ("methods.simacc.params.rollouts_validation: k_v 4 ≤ k_r 8",)),
+    Case("gradalign dot with per-group validation normalisation", _method("gradalign", {
+        "policy": "gradalign", "params": {"similarity": "dot", "normalise_validation_groups": True},
+        "control": "baseline"}),
+         ("methods.gradalign.params.normalise_validation_groups: true has no effect with similarity: dot",
+          "drop normalise_validation_groups, or use similarity: cosine")),
     Case("prompt selection with a mixture as response policy", _method("accgreedy", {
         "policy": "accgreedy", "params": {"response_policy": "dump_ucb"}, "control": "baseline"}),
          ("methods.accgreedy.params.response_policy: 'dump_ucb' is not a response policy",)),

@@ -405,6 +405,18 @@ def _validation_probe(params, shape):
     return problems
 
 
+def _gradalign(params, shape):
+    """Besides the validation probe's checks: `similarity: dot` with `normalise_validation_groups` is refused. The
+    released scorer skips the per-group normalisation in dot mode (g_v is the plain sum), so the option would be
+    silently ignored; refusing says so instead of running a combination that means nothing."""
+    problems = _validation_probe(params, shape)
+    if params["similarity"] == "dot" and params["normalise_validation_groups"]:
+        problems.append(("normalise_validation_groups",
+                         "true has no effect with similarity: dot (the released scorer sums the validation groups "
+                         "unnormalised in dot mode); drop normalise_validation_groups, or use similarity: cosine"))
+    return problems
+
+
 _UNIT = dict(low=0.0, high=1.0)
 # The gradient probe's parameters, and those of a probe against held-out validation prompts.
 _PROBE = (
@@ -481,7 +493,7 @@ CATALOGUE: dict[str, PolicySpec] = {spec.name: spec for spec in (
     PolicySpec("gradalign", Family.prompt_selection, "validation_gradient", (
         *_PROBE, Param("similarity", "str", "cosine", choices=SIMILARITIES, doc="dot: the candidate unnormalised"),
         *_VALIDATION_PROBE,
-    ), controls=_PROBE_CONTROLS, joint_check=_validation_probe),
+    ), controls=_PROBE_CONTROLS, joint_check=_gradalign),
     PolicySpec("simacc", Family.prompt_selection, "validation_gradient", (*_PROBE, *_VALIDATION_PROBE),
                controls=_PROBE_CONTROLS, joint_check=_validation_probe),
     PolicySpec("align", Family.prompt_selection, "candidate_gradient", _PROBE, controls=_PROBE_CONTROLS,
