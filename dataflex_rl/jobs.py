@@ -68,7 +68,8 @@ def training_state(state_dir, settings: Mapping[str, Any], inputs: Mapping[str, 
 def train_job(job: Mapping[str, Any], checkpoint_every: int) -> TrainJob:
     """The typed spec of a train job's arguments (`params.job`: Study.train_job) and its checkpoint interval."""
     return TrainJob(job["model"], job["template"], MethodSpec.from_job(job["method"]), job["seed"],
-                    GRPOSettings(**job["training"], checkpoint_every=checkpoint_every), job.get("target_domain"))
+                    GRPOSettings(**job["training"], checkpoint_every=checkpoint_every), job.get("target_domain"),
+                    tuple((size, seed) for size, seed in job.get("validation_draws", ())))
 
 
 def train_run(job: Mapping[str, Any], settings: Mapping[str, Any], *, base, corpus, checkpoint_every: int,

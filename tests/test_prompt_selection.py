@@ -12,6 +12,7 @@ from dataflex_rl.backends.registry import get_backend
 from dataflex_rl.backends.embedded.trainer import EmbeddedGRPOTrainer
 from dataflex_rl.methods import MethodSpec
 from dataflex_rl.policies.catalogue import Family
+from dataflex_rl.policy_driver import PolicyDriver
 from dataflex_rl.prompt_selection.candidates import CandidateStream, training_rows, validation_rows
 from dataflex_rl.prompt_selection.gradients import group_gradients
 from dataflex_rl.prompt_selection.scores import zero_advantage
@@ -60,6 +61,35 @@ def test_fractions_count_each_label_and_say_when_a_label_is_absent():
     shares = labels.fractions([0, 1, 2])
     assert shares["corrupted"] == pytest.approx(2 / 3) and shares["target"] == pytest.approx(2 / 3)
     assert math.isnan(shares["easy"])  # no easy prompt in the corpus: not 0, unknown
+
+
+def _driver(policy, family, seed, labels, draws, **params):
+    return PolicyDriver(MethodSpec(policy, policy, params, family), labels.domains, seed, labels, draws)
+
+
+def test_every_method_of_a_corpus_holds_out_the_study_validation_rows():
+    """The study's validation draws on a corpus are held out of every run on it: a baseline's prompt stream, a
+    mixture's and a response policy's never draw them, and the prompt selections' pool is the same set of rows."""
+    domains = ["math", "science"] * 30
+    corrupted = [row % 4 == 1 for row in range(60)]
+    labels = RowLabels(domains, corrupted, [False] * 60, target_domain="science")
+    draws = [(4, 0), (6, 1)]  # two prompt selections of the study, validation_size 4 and 6
+    small = _driver("gradalign", Family.prompt_selection, 2, labels, draws, **ROUND).selector
+    large = _driver("accgreedy", Family.prompt_selection, 2, labels, draws, **{**ROUND, "validation_size": 6,
+                                                                                "validation_seed": 1}).selector
+    held_out = set(small.validation) | set(large.validation)
+    assert len(small.validation) == 4 and len(large.validation) == 6 and held_out <= {r for r in range(60) if r % 4 == 3}
+    expected_pool = [row for row in range(60) if row not in held_out]
+    assert list(small.pool) == list(large.pool) == expected_pool
+    for policy, family in (("baseline", Family.none), ("difffilter", Family.selection)):
+        drawn = _driver(policy, family, 2, labels, draws).draw(len(expected_pool))  # one whole pass over the stream
+        assert sorted(drawn) == expected_pool, policy
+    mixed = _driver("static", Family.mixture, 2, labels, draws).draw(5 * len(expected_pool))  # domain-first draws
+    assert set(mixed) == set(expected_pool)
+    # the same rows for every seed; without draws (no prompt selection on the corpus) nothing is held out
+    other_seed = _driver("baseline", Family.none, 9, labels, draws)
+    assert sorted(other_seed.draw(len(expected_pool))) == expected_pool
+    assert sorted(_driver("baseline", Family.none, 2, labels, ()).draw(60)) == list(range(60))
 
 
 @pytest.fixture(scope="module")

@@ -24,6 +24,7 @@ import pickle
 import sys
 import time
 from pathlib import Path
+from typing import Sequence
 
 import pandas as pd
 import torch
@@ -66,10 +67,11 @@ def _batch_health(rewards: torch.Tensor, token_mask: torch.Tensor) -> dict[str, 
 class EmbeddedGRPOTrainer:
     def __init__(self, base_dir: str | Path, corpus: pd.DataFrame, method: MethodSpec, seed: int,
                  settings: GRPOSettings, template: str, target_domain: str | None = None,
-                 open_probe: ProbeOpener | None = None):
+                 open_probe: ProbeOpener | None = None, validation_draws: Sequence[tuple[int, int]] = ()):
         """`target_domain`: the unbalanced regime's evaluation domain, where a prompt selection draws its validation
         prompts from (None: any domain). `open_probe`: the backend's probe (Backend.open_probe), which a prompt
-        selection's rounds measure on this trainer."""
+        selection's rounds measure on this trainer. `validation_draws`: the study's validation draws on this corpus,
+        held out of this run's prompts whatever its method (TrainJob.validation_draws)."""
         self.settings, self.method, self.seed, self.template = settings, method, seed, template
         self.model, self.tokenizer = load_model(base_dir)
         self.reference = copy.deepcopy(self.model).requires_grad_(False)
@@ -81,7 +83,7 @@ class EmbeddedGRPOTrainer:
         domains = [i["domain"] for i in self.items]
         labels = RowLabels(domains, [p is not None for p in self.noise_p], [is_easy(i) for i in self.items],
                            target_domain)
-        self.driver = PolicyDriver(method, domains, seed, labels)
+        self.driver = PolicyDriver(method, domains, seed, labels, validation_draws)
         torch.manual_seed(seed)
         self.optimiser = torch.optim.AdamW(self.model.parameters(), lr=settings.learning_rate, weight_decay=0.0)
         self.probe = None
@@ -305,7 +307,7 @@ def _readable(path: Path) -> dict | None:
 def train_run(base_dir, corpus_path, method: MethodSpec, seed: int, settings: GRPOSettings, template: str,
               out_model, out_metrics, state_dir, threads: int = 1, progress: bool = True,
               token_caps: TokenCaps | None = None, target_domain: str | None = None,
-              open_probe: ProbeOpener | None = None) -> int:
+              open_probe: ProbeOpener | None = None, validation_draws: Sequence[tuple[int, int]] = ()) -> int:
     """Train one (model, method, seed) run; write its final model directory (Hugging Face layout, loadable by
     transformers or vLLM like the base) and its per-step metrics, each atomically; return the thread count its steps
     were trained with. Before the first step, the corpus the run trains on must hold one step's prompts, each within
@@ -313,7 +315,8 @@ def train_run(base_dir, corpus_path, method: MethodSpec, seed: int, settings: GR
     torch.set_num_threads(threads)
     corpus = pd.read_parquet(corpus_path)
     check_prompts_per_step(len(corpus), settings.prompts_per_step, str(corpus_path))
-    trainer = EmbeddedGRPOTrainer(base_dir, corpus, method, seed, settings, template, target_domain, open_probe)
+    trainer = EmbeddedGRPOTrainer(base_dir, corpus, method, seed, settings, template, target_domain, open_probe,
+                                  validation_draws)
     if token_caps is not None:
         check_token_cap(TRAINING_PROMPTS, list(corpus["id"]), [len(p) for p in trainer.prompt_tokens],
                         token_caps.prompt, str(corpus_path))
