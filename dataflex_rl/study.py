@@ -411,11 +411,13 @@ class Study:
         """The validation draws, [validation_size, validation_seed] each (sorted, once each), of the prompt-selection
         methods the study trains on `model`'s corpus of `regime`: the rows they draw are held out of every run on
         that corpus, whatever its method (prompt_selection.candidates.held_out_rows), so that every arm of a cell
-        trains on the same pool. [] where no prompt selection trains on it: nothing is held out."""
+        trains on the same pool. [] where no prompt selection draws its validation prompts from it (none trains on
+        it, or each reads its own `validation` file): nothing is held out."""
         draws = set()
         for run in self.runs:
             spec = self.methods[run.method]
-            if (run.model, run.regime) == (model, regime) and spec.family.role is Role.PROMPT_SELECTION:
+            if ((run.model, run.regime) == (model, regime) and spec.family.role is Role.PROMPT_SELECTION
+                    and spec.validation_file() is None):
                 params = spec.resolved_params()
                 draws.add((params["validation_size"], params["validation_seed"]))
         return [list(draw) for draw in sorted(draws)]
@@ -431,6 +433,12 @@ class Study:
             if draws == [[params["validation_size"], params["validation_seed"]]]:
                 return []
         return draws
+
+    def validation_files(self, run: Run) -> list[str]:
+        """The validation file a run's prompt selection reads (its `validation` option's path), as a list: [] for
+        one on corpus rows and for every other method."""
+        entry = self.methods[run.method].validation_file()
+        return [entry["path"]] if entry else []
 
     def controls(self) -> dict[str, str]:
         return {name: m.control for name, m in self.methods.items() if m.control}
@@ -508,6 +516,7 @@ class Study:
                         f"methods.{run.method}.policy": spec.policy,
                         **_flat(f"methods.{run.method}.params", spec.resolved_params()),
                         **({HELD_OUT_KEY: draws} if draws else {}),
+                        **self._digests(f"methods.{run.method}.params.validation.sha256", self.validation_files(run)),
                         "seed": run.seed, **_flat("training", self._training(run.steps))})
 
     # --- a job's arguments: plain JSON-able values, every one of them result-determining ----------------------------

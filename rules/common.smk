@@ -81,11 +81,13 @@ MODEL_ENV = model_env()
 def train_inputs(wildcards):
     """A train job's inputs, by name (`unpack`: one function per job instead of one per input)."""
     model, run = wildcards.model, wildcards.run
+    validation = STUDY.validation_files(STUDY.run(model, run))  # a prompt selection's own validation file
     return {
         "corpus": FILES.training_corpus(model, run),
         "gates": FILES.training_gates(model, run),
         "base": FILES.base_model(model),
         "previous": FILES.previous_budget(model, run),
+        **({"validation": validation} if validation else {}),
     }
 
 

@@ -18,6 +18,7 @@ from dataflex_rl.prompt_selection.gradients import group_gradients
 from dataflex_rl.prompt_selection.scores import zero_advantage
 from dataflex_rl.prompt_selection.selector import RowLabels
 from dataflex_rl.recipe import GRPOSettings
+from dataflex_rl.tasks.prompting import render_prompt
 from dataflex_rl.regimes.noisy_rewards import NOISY_REWARD_KEY
 from tiny_base import TEMPLATE, tiny_base
 
@@ -78,7 +79,8 @@ def test_every_method_of_a_corpus_holds_out_the_study_validation_rows():
     large = _driver("accgreedy", Family.prompt_selection, 2, labels, draws, **{**ROUND, "validation_size": 6,
                                                                                 "validation_seed": 1}).selector
     held_out = set(small.validation) | set(large.validation)
-    assert len(small.validation) == 4 and len(large.validation) == 6 and held_out <= {r for r in range(60) if r % 4 == 3}
+    assert len(small.validation) == 4 and len(large.validation) == 6
+    assert held_out <= {row for row in range(60) if row % 4 == 3}  # clean science rows only
     expected_pool = [row for row in range(60) if row not in held_out]
     assert list(small.pool) == list(large.pool) == expected_pool
     for policy, family in (("baseline", Family.none), ("difffilter", Family.selection)):
@@ -173,6 +175,30 @@ def test_rounds_keep_floor_m_over_q_and_record_their_composition(workspace, tmp_
     assert all(json.loads(modules) for modules in rounds["round_top_modules"])
     validation = set(trainer.driver.selector.validation)
     assert not any(corpus["metadata"].iloc[sorted(validation)].str.contains(NOISY_REWARD_KEY))
+
+
+def test_a_validation_file_gives_the_validation_prompts_and_holds_nothing_out_of_the_corpus(workspace, tmp_path):
+    """With `validation: {path}` the validation prompts are the file's rows (validation_size of them, drawn by
+    validation_seed), rolled out and back-propagated by the probe; every corpus row stays in the pool."""
+    root, corpus = workspace
+    clean = corpus[~corpus["metadata"].str.contains(NOISY_REWARD_KEY)]
+    held, trained_on = clean.tail(6), corpus.drop(clean.tail(6).index).reset_index(drop=True)
+    path = tmp_path / "validation.jsonl"
+    held[["id", "domain", "prompt", "answer", "answer_format"]].to_json(path, orient="records", lines=True)
+    trainer = _trainer(root, trained_on, "gradalign", steps=2, validation={"path": str(path)}, validation_size=5)
+    selector = trainer.driver.selector
+    assert list(selector.pool) == list(range(len(trained_on)))  # nothing of the corpus is held out
+    assert len(selector.validation) == 5 and min(selector.validation) >= len(trained_on)
+    assert {trainer.items[row]["prompt"] for row in selector.validation} <= set(held["prompt"])
+    rounds = _rounds(trainer.train(tmp_path / "run", progress=False))
+    assert rounds.loc[0, "round_validation_size"] == 5
+    drawn = [row for step in range(2) for row in trainer.driver.draw(4, step, trainer.probe)]
+    assert max(drawn) < len(trained_on)  # the file's prompts are scored against, never trained on
+    # the probe decodes a row from its prompt tokens: for the validation rows, the file's prompts as templated
+    assert not math.isnan(rounds.loc[0, "round_validation_pass_rate"])  # the validation rollouts were drawn
+    for row in selector.validation:
+        text = render_prompt(trainer.items[row]["prompt"], TEMPLATE, trainer.tokenizer)
+        assert list(trainer.prompt_tokens[row]) == trainer.tokenizer(text).input_ids
 
 
 def test_methods_of_a_seed_score_the_same_candidates(workspace, tmp_path):

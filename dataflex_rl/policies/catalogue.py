@@ -56,6 +56,7 @@ class Param:
     high_open: bool = False
     choices: tuple = ()
     doc: str = ""
+    recorded_unset: bool = True  # False: left out of a run's fingerprint while unset (MethodSpec.resolved_params)
 
     def valid_values(self) -> str:
         if self.choices:
@@ -184,6 +185,9 @@ _PROMPT_SELECTION_OPTIONS = (
     Param("rollouts_validation", "int", 16, low=1, doc="k_v: rollouts per validation prompt"),
     Param("validation_size", "int", 32, low=1, doc="|P_v|: validation prompts held out of the pool"),
     Param("validation_seed", "int", 0, low=0, doc="draws the validation prompts, the same for every seed"),
+    Param("validation", "mapping", None, recorded_unset=False,
+          doc="the validation prompts' own file, a corpus.files entry {path, domain, answer_format, source}; unset: "
+              "corpus rows (docs/prompt_selection.md)"),
     Param("score_temperature", "float", None, low=0.0, low_open=True,
           doc="sampling temperature of the scoring rollouts; unset: the training temperature"),
     Param("response_policy", "str", "baseline", doc="the response policy applied to the kept prompts' rollouts"),
@@ -367,11 +371,28 @@ def _kept_set_problem(params, prompts_per_step: int, keep: int) -> str | None:
     return f"training.prompts_per_step {problem}" if problem else None
 
 
+VALIDATION_FILE_KEYS = ("path", "domain", "answer_format", "source")  # a corpus.files entry's keys
+
+
+def _validation_file_problem(entry: Mapping[str, Any]) -> str | None:
+    """Why a prompt selection's `validation` option is not a corpus-file entry (prompt_selection.validation_file), or
+    None."""
+    unknown = sorted(set(entry) - set(VALIDATION_FILE_KEYS))
+    if unknown:
+        return (f"unknown key(s) {unknown}; a validation file is given as a corpus.files entry "
+                f"{{{', '.join(VALIDATION_FILE_KEYS)}}}")
+    if not isinstance(entry.get("path"), str) or not entry["path"]:
+        return "needs `path`: the JSONL or parquet file of validation prompts, in the corpus row format"
+    return None
+
+
 def _prompt_selection(params, shape):
     """The round must keep at least one prompt, and at least a step's prompts (the corpus's rule, step_draws); a
     validation probe needs more rollouts per validation prompt than per candidate (k_v > k_r, the paper's §4.3); the
     response policy must be a response policy with valid parameters."""
     problems = []
+    if params["validation"] is not None and (problem := _validation_file_problem(params["validation"])):
+        problems.append(("validation", problem))
     keep = params["candidates_per_round"] // params["selection_ratio"]
     if keep == 0:
         problems.append(("selection_ratio", f"⌊M/q⌋ = ⌊{params['candidates_per_round']}/{params['selection_ratio']}⌋ "

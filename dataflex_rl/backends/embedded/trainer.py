@@ -42,6 +42,7 @@ from dataflex_rl.backends.embedded.sequences import (continuation_logprobs, enco
                                                      response_logprobs)
 from dataflex_rl.policy_driver import PolicyDriver
 from dataflex_rl.prompt_selection.selector import RowLabels
+from dataflex_rl.prompt_selection.validation_file import read_validation_file
 from dataflex_rl.regimes.low_utility import is_easy
 from dataflex_rl.regimes.noisy_rewards import noisy_reward_p
 from dataflex_rl.methods import MethodSpec
@@ -75,15 +76,18 @@ class EmbeddedGRPOTrainer:
         self.settings, self.method, self.seed, self.template = settings, method, seed, template
         self.model, self.tokenizer = load_model(base_dir)
         self.reference = copy.deepcopy(self.model).requires_grad_(False)
-        self.items = corpus.to_dict("records")
-        self.noise_p = [noisy_reward_p(item) for item in self.items]
+        # a prompt selection's own validation file: its rows follow the corpus's, and are never trained on
+        validation_file = method.validation_file()
+        validation = read_validation_file(validation_file).to_dict("records") if validation_file else []
+        self.items = corpus.to_dict("records") + validation
+        self.noise_p = [noisy_reward_p(item) for item in self.items[:len(corpus)]] + [None] * len(validation)
         self.prompt_tokens = encode_prompts(tokenizer=self.tokenizer,
                                             prompts=[render_prompt(i["prompt"], template, self.tokenizer)
                                                      for i in self.items])
         domains = [i["domain"] for i in self.items]
         labels = RowLabels(domains, [p is not None for p in self.noise_p], [is_easy(i) for i in self.items],
                            target_domain)
-        self.driver = PolicyDriver(method, domains, seed, labels, validation_draws)
+        self.driver = PolicyDriver(method, domains[:len(corpus)], seed, labels, validation_draws)
         torch.manual_seed(seed)
         self.optimiser = torch.optim.AdamW(self.model.parameters(), lr=settings.learning_rate, weight_decay=0.0)
         self.probe = None
@@ -318,8 +322,9 @@ def train_run(base_dir, corpus_path, method: MethodSpec, seed: int, settings: GR
     trainer = EmbeddedGRPOTrainer(base_dir, corpus, method, seed, settings, template, target_domain, open_probe,
                                   validation_draws)
     if token_caps is not None:
-        check_token_cap(TRAINING_PROMPTS, list(corpus["id"]), [len(p) for p in trainer.prompt_tokens],
-                        token_caps.prompt, str(corpus_path))
+        # the corpus's prompts and a validation file's after them (the probe renders and decodes both alike)
+        check_token_cap(TRAINING_PROMPTS, [item["id"] for item in trainer.items],
+                        [len(p) for p in trainer.prompt_tokens], token_caps.prompt, str(corpus_path))
     metrics = trainer.train(Path(state_dir), progress=progress)
     metrics.insert(0, "method", method.name)
     metrics.insert(1, "seed", seed)
