@@ -13,8 +13,8 @@ import pytest
 import yaml
 from snakemake.utils import update_config
 
-from dataflex_rl import layout
-from dataflex_rl.study import Run, Study
+from dataflex_rl.artefacts import layout
+from dataflex_rl.study.resolved import Run, Study
 
 REPO = Path(__file__).resolve().parents[1]
 RELEASED = Path(__file__).resolve().parents[2] / "shared/data/dataflex-rl-records/all_runs_171.csv"
@@ -201,7 +201,7 @@ def test_a_prompt_selection_with_its_own_validation_file_draws_nothing_from_an_u
     """The unbalanced pool's check of its target rows counts the prompt selections that draw their validation
     prompts from the corpus; one reading its own file draws none, so a pool without the target domain still runs
     it, and the corpus holds nothing out of the other methods for it."""
-    from dataflex_rl.campaign_checks import campaign_errors
+    from dataflex_rl.study.campaign_checks import campaign_errors
 
     config = config_of("config/smoke.yaml")
     config["regimes"] = {"no_science": {"transform": "unbalanced", "target_domain": "science", "share": 0.0}}
