@@ -1,4 +1,4 @@
-"""Decontamination's candidate search: the containment detector's prefix index (dataflex_rl/decontam.py) against
+"""Decontamination's candidate search: the containment detector's prefix index (dataflex_rl/corpus/decontam.py) against
 MinHash-LSH (datasketch) as the candidate filter in front of the same exact containment check, on corpora that grow
 from the paper's size to a million prompts, at equal recall on planted copies.
 
@@ -43,9 +43,9 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
 
-from dataflex_rl.benchmarks.registry import get_source  # noqa: E402
-from dataflex_rl.benchmarks.sources import generate_items  # noqa: E402
-from dataflex_rl.decontam import _grams, _ItemIndex, _normal_forms  # noqa: E402
+from dataflex_rl.item_sources.registry import get_source  # noqa: E402
+from dataflex_rl.item_sources.sources import generate_items  # noqa: E402
+from dataflex_rl.corpus.decontam import _grams, _ItemIndex, _normal_forms  # noqa: E402
 from planted_copies import EDITS, PROCEDURAL_SOURCES, planted, procedural_items, real_items  # noqa: E402
 
 THRESHOLD = 0.8  # the default study's containment threshold

@@ -331,12 +331,12 @@ def finish_tree(dag: dict, workdir: Path) -> None:
 
 
 def _finished_file(path: Path, out: str, job: dict) -> None:
-    """An empty file, but for what the workflow reads while it builds the DAG (dataflex_rl/readable.py,
-    dataflex_rl/gates.py): a provenance record, the records table and a quarantine gate's report hold what a real
+    """An empty file, but for what the workflow reads while it builds the DAG (dataflex_rl/artefacts/readable.py,
+    dataflex_rl/artefacts/gates.py): a provenance record, the records table and a quarantine gate's report hold what a real
     study's do (a score's record the fingerprint of its slice, a gate's report that of its data), or the dry run would
     plan to rebuild them as damaged or stale."""
-    from dataflex_rl.gates import DATA_FINGERPRINT
-    from dataflex_rl.layout import PROVENANCE, RECORDS
+    from dataflex_rl.artefacts.gates import DATA_FINGERPRINT
+    from dataflex_rl.artefacts.layout import PROVENANCE, RECORDS
 
     if out.endswith(PROVENANCE):
         recorded = _score_fingerprint(job, out) if job["rule"] == "score" else ""
@@ -353,8 +353,8 @@ def _finished_file(path: Path, out: str, job: dict) -> None:
 
 def _score_fingerprint(job: dict, record: str) -> str:
     """The fingerprint of the slice a score job's params give the benchmark of its provenance record `record`."""
-    from dataflex_rl.layout import PROVENANCE
-    from dataflex_rl.provenance import fingerprint
+    from dataflex_rl.artefacts.layout import PROVENANCE
+    from dataflex_rl.artefacts.provenance import fingerprint
 
     benchmark = Path(record).name.removesuffix(f".{PROVENANCE}")
     return next(fingerprint(s) for s in ast.literal_eval(job["params"])["settings"] if s["benchmark"] == benchmark)

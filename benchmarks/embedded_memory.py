@@ -50,9 +50,9 @@ def _train(model_dir: Path, spec: dict) -> None:
 
     from dataflex_rl.backends.embedded.trainer import EmbeddedGRPOTrainer
     from dataflex_rl.backends.registry import get_backend
-    from dataflex_rl.methods import MethodSpec
+    from dataflex_rl.policies.methods import MethodSpec
     from dataflex_rl.policies.catalogue import Family
-    from dataflex_rl.recipe import GRPOSettings
+    from dataflex_rl.training.recipe import GRPOSettings
 
     groups = spec["prompts_per_step"]
     selection = spec.get("selection")  # a gradalign round's options: the first step runs the round
@@ -93,7 +93,7 @@ def _child(job: str, spec: dict) -> dict:
 
     import dataflex_rl.backends.embedded.generation  # noqa: F401
     import dataflex_rl.backends.embedded.trainer  # noqa: F401
-    import dataflex_rl.jobs  # noqa: F401
+    import dataflex_rl.study.jobs  # noqa: F401
 
     torch.set_num_threads(1)
     if job == "baseline":

@@ -52,7 +52,7 @@ STAGES = ("generation", "rewards", "reference forward", "policy forward", "backw
 
 
 def _study():
-    from dataflex_rl.study import Study
+    from dataflex_rl.study.resolved import Study
 
     return Study.from_config(yaml.safe_load((REPO / "config" / "config.yaml").read_text()))
 
@@ -61,7 +61,7 @@ def _build(root: Path) -> None:
     """The shared inputs: the corpus (parquet) and a model of the default study's shape with its tokenizer."""
     from dataflex_rl.backends.embedded.model import build_model, save_model, train_tokenizer
     from dataflex_rl.backends.embedded.settings import ModelShape
-    from dataflex_rl.tasks.corpus import build_corpus
+    from dataflex_rl.corpus.build import build_corpus
 
     study = _study()
     sources = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["corpus"]["sources"]
@@ -151,7 +151,7 @@ def _trl(root: Path, steps: int) -> tuple[list[float], list[dict]]:
     from trl import GRPOConfig, GRPOTrainer
 
     from dataflex_rl.backends.embedded.model import load_model
-    from dataflex_rl.tasks.prompting import render_prompt
+    from dataflex_rl.corpus.prompting import render_prompt
     from dataflex_rl.verify.verifiers import reward
 
     study = _study()

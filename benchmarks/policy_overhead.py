@@ -30,9 +30,9 @@ from dataflex_rl.backends.embedded.model import build_model, save_model, train_t
 from dataflex_rl.backends.embedded.settings import ModelShape
 from dataflex_rl.backends.embedded.trainer import EmbeddedGRPOTrainer
 from dataflex_rl.policies.catalogue import CATALOGUE
-from dataflex_rl.policy_driver import PolicyDriver
-from dataflex_rl.study import Study
-from dataflex_rl.tasks.corpus import build_corpus
+from dataflex_rl.policies.driver import PolicyDriver
+from dataflex_rl.study.resolved import Study
+from dataflex_rl.corpus.build import build_corpus
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -35,8 +35,8 @@ SEEDS = list(range(1, 15))
 
 def regenerate_once(out: Path, resamples: int) -> dict[str, float | int]:
     """Simulate the records, write them, then time reading them back and regenerating everything under `out`."""
-    from dataflex_rl.atomic import write_parquet
-    from dataflex_rl.records_import import load_records
+    from dataflex_rl.artefacts.atomic import write_parquet
+    from dataflex_rl.records.imported import load_records
     from dataflex_rl.report.regenerate import regenerate
     from dataflex_rl.stats.simulate import simulate_records
 

@@ -5,29 +5,29 @@ from pathlib import Path
 import yaml
 from snakemake.utils import validate
 
-from dataflex_rl import layout
-from dataflex_rl.benchmarks.registry import registry_order
-from dataflex_rl.config_checks import planned_resource_errors, shape_errors, study_errors
-from dataflex_rl.config_yaml import config_yaml_errors
-from dataflex_rl.input_digests import input_digests
+from dataflex_rl.artefacts import layout
+from dataflex_rl.item_sources.registry import registry_order
+from dataflex_rl.study.config_checks import planned_resource_errors, shape_errors, study_errors
+from dataflex_rl.config.yaml_nodes import config_yaml_errors
+from dataflex_rl.study.input_digests import input_digests
 from dataflex_rl.policies.catalogue import CATALOGUE
-from dataflex_rl.plan import hub_benchmarks, matrix_summary, model_notes, planned_jobs
-from dataflex_rl.package_versions import PROVENANCE_PACKAGES
-from dataflex_rl.readable import parquet_problem, record_problem
-from dataflex_rl.replans import Replans
+from dataflex_rl.study.plan import hub_benchmarks, matrix_summary, model_notes, planned_jobs
+from dataflex_rl.records.package_versions import PROVENANCE_PACKAGES
+from dataflex_rl.artefacts.readable import parquet_problem, record_problem
+from dataflex_rl.study.replans import Replans
 from dataflex_rl.report.outputs import figure_paths, table_paths
-from dataflex_rl.rule_resources import backend_resources, merged_values
-from dataflex_rl.study import Study
-from dataflex_rl.study_files import StudyFiles
+from dataflex_rl.study.rule_resources import backend_resources, merged_values
+from dataflex_rl.study.resolved import Study
+from dataflex_rl.study.files import StudyFiles
 
 # Refuse a bad config before any job is planned: first a key given twice in a config file (Snakemake's loader kept the
 # last one silently) or a value YAML reads as another type than it looks (`no`, `0x10`), then the schema with messages that name the key and the fix, then the checks a schema cannot
-# express (dataflex_rl/config_checks.py; every refusal is listed in docs/refusals.md). Paths in the config are
+# express (dataflex_rl/study/config_checks.py; every refusal is listed in docs/refusals.md). Paths in the config are
 # relative to the working directory (--directory).
 _SCHEMA = yaml.safe_load((Path(workflow.basedir) / "config/schema.yaml").read_text())
 _errors = [error for path in workflow.configfiles for error in config_yaml_errors(path)]
 _errors = _errors or shape_errors(config, _SCHEMA)
-# The study, resolved once (dataflex_rl/study.py): every default, every job's settings slice. No rule, script or
+# The study, resolved once (dataflex_rl/study/resolved.py): every default, every job's settings slice. No rule, script or
 # check reads `config` for a setting: each job gets its slice as a `params:` value, so Snakemake reruns exactly what it
 # changes.
 STUDY = None if _errors else Study.from_config(config)
@@ -45,7 +45,7 @@ FILES = StudyFiles(STUDY, BENCHMARKS, HUB_BENCHMARKS)
 REPLANS = Replans(STUDY, lambda paths: workflow.dag.forcefiles.update(paths))
 # One scoring job per (run, benchmark) on a cluster, where a benchmark is long; on the embedded default one per run,
 # since loading torch and transformers costs more than scoring 100 items. Either way one score file per (run,
-# benchmark), byte for byte the same: the layout is not a setting of the scores (dataflex_rl/replans.py).
+# benchmark), byte for byte the same: the layout is not a setting of the scores (dataflex_rl/study/replans.py).
 SCORED = ["{benchmark}"] if STUDY.evaluation.job_per_benchmark else BENCHMARKS
 RECORD_SOURCES = FILES.record_sources()
 TABLES_DIR = FILES.tables_dir()
@@ -91,7 +91,7 @@ def train_inputs(wildcards):
 
 def score_inputs(wildcards):
     """A scoring job's inputs, by name (`unpack`: one function per job instead of one per input); a score written
-    with other settings than its slice now is scored again (dataflex_rl/replans.py)."""
+    with other settings than its slice now is scored again (dataflex_rl/study/replans.py)."""
     model, run = wildcards.model, wildcards.run
     benchmarks = scored(wildcards)
     outputs = FILES.score_outputs(model, run, benchmarks)
@@ -162,7 +162,7 @@ SELECTION_RUNS = FILES.selection_runs()
 
 def check_resources_and_summarise():
     """Refuse resource requests that cannot run (config_checks.planned_resource_errors), then print the matrix summary;
-    each rule's resources as Snakemake merged them (rule, profile, command line: dataflex_rl/rule_resources.py)."""
+    each rule's resources as Snakemake merged them (rule, profile, command line: dataflex_rl/study/rule_resources.py)."""
     jobs = planned_jobs(STUDY)
     resources = {rule: merged_values(workflow.get_rule(rule).resources) for rule, count in jobs.items() if count}
     errors = planned_resource_errors(STUDY, resources, Path.cwd())

@@ -48,8 +48,8 @@ rule benchmark_items:
 
 
 # A data file's quarantined share against data_validation.<section>.max_quarantine_fraction
-# (dataflex_rl/tasks/quarantine_gate.py): a gate, so the threshold is in no data job's params, and a changed one reruns
-# this job alone. The fingerprint of the data job's slice tells a report on other data (dataflex_rl/gates.py).
+# (dataflex_rl/corpus/quarantine_gate.py): a gate, so the threshold is in no data job's params, and a changed one reruns
+# this job alone. The fingerprint of the data job's slice tells a report on other data (dataflex_rl/artefacts/gates.py).
 rule quarantine_gate:
     input:
         audit=lambda wc: layout.data_audit(wc.data),

@@ -1,5 +1,5 @@
 """Tests not marked `slurm` see a machine without Slurm, whatever this one runs (tests/slurm/cluster.sh may have started
-a cluster): the dry run asks `sinfo` what the cluster's nodes can give (dataflex_rl/slurm_nodes.py), and an empty
+a cluster): the dry run asks `sinfo` what the cluster's nodes can give (dataflex_rl/study/slurm_nodes.py), and an empty
 SLURM_CONF makes every Slurm command fail, so the dry run says nothing."""
 import os
 import subprocess

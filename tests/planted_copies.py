@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from dataflex_rl.benchmarks.registry import get_source
-from dataflex_rl.benchmarks.sources import generate_items
-from dataflex_rl.decontam import normalize_text
-from dataflex_rl.tasks.corpus import benchmark_items
+from dataflex_rl.item_sources.registry import get_source
+from dataflex_rl.item_sources.sources import generate_items
+from dataflex_rl.corpus.decontam import normalize_text
+from dataflex_rl.corpus.build import benchmark_items
 
 FIXTURES = Path(__file__).parent / "fixtures" / "benchmarks"
 SHARED = Path(__file__).parents[2] / "shared/data/real-benchmarks"

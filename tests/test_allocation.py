@@ -4,7 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dataflex_rl.allocation import job_cpus, requested_hours, score_layout_lines, total_lines
+from dataflex_rl.study.allocation import job_cpus, requested_hours, score_layout_lines, total_lines
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,7 +1,7 @@
 """The audit reads a results tree and reports complete, partial and missing cells, unmatched seeds, stale artefacts
 with the config keys that changed, damaged artefacts and stale records.
 
-The tree is built by hand in tmp_path with real provenance records (dataflex_rl.provenance) written for the slices
+The tree is built by hand in tmp_path with real provenance records (dataflex_rl.artefacts.provenance) written for the slices
 of the study (or of a changed one), real parquet score files and a records table built by records.records_frame; the
 expected report is worked out from what was put there.
 """
@@ -15,13 +15,13 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from dataflex_rl import layout
-from dataflex_rl.audit import audit_study, render_markdown
-from dataflex_rl.provenance import fingerprint, plain_input, write_provenance
-from dataflex_rl.package_versions import package_versions
-from dataflex_rl.records import records_frame, summarise_items
+from dataflex_rl.artefacts import layout
+from dataflex_rl.report.audit import audit_study, render_markdown
+from dataflex_rl.artefacts.provenance import fingerprint, plain_input, write_provenance
+from dataflex_rl.records.package_versions import package_versions
+from dataflex_rl.records.run_records import records_frame, summarise_items
 from dataflex_rl.report.outputs import table_paths
-from dataflex_rl.study import Study
+from dataflex_rl.study.resolved import Study
 
 REPO = Path(__file__).resolve().parents[1]
 BENCHMARKS = ["basic_arithmetic", "syllogism", "molar_mass"]

@@ -6,8 +6,8 @@ import pytest
 import yaml
 
 from dataflex_rl.backends.registry import BACKENDS, get_backend
-from dataflex_rl.jobs import build_base_model, merge_run
-from dataflex_rl.study import ModelSpec
+from dataflex_rl.study.jobs import build_base_model, merge_run
+from dataflex_rl.study.resolved import ModelSpec
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -36,7 +36,7 @@ def test_only_the_rollout_tp_of_a_verl_model_enters_a_trained_runs_settings():
     """The untrained base's scores depend on its weights; a trained run's also on the rollout TP; the memory share and
     eager mode retrain nothing."""
 
-    from dataflex_rl.study import Study
+    from dataflex_rl.study.resolved import Study
 
     config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config/paper.yaml").read_text())
     (model,) = config["models"]

@@ -422,7 +422,7 @@ CASES = [
          ("resources of rule train: mem_mb=600 is below the estimated peak memory of a train job, 607 MB",
           "prompts up to 100 (data_validation.corpus.max_prompt_tokens) tokens"),
          args=("--set-resources", "train:mem_mb=600")),
-    # the prompt-token cap (dataflex_rl/tasks/training_fit.py) must leave a prompt and its response within the positions
+    # the prompt-token cap (dataflex_rl/corpus/training_fit.py) must leave a prompt and its response within the positions
     Case("prompt-token cap beyond the positions", _set("data_validation", {"corpus": {"max_prompt_tokens": 600}}),
          ("data_validation.corpus.max_prompt_tokens: 600 + training.max_new_tokens 4 > "
           "models.tiny-qwen2.shape.max_position_embeddings 512", "to at most 508")),
@@ -431,7 +431,7 @@ CASES = [
               _set("data_validation", {"corpus": {"max_prompt_tokens": 61}})),
          ("data_validation.corpus.max_prompt_tokens: 61 + training.max_new_tokens 4 > "
           "models.tiny-qwen2.shape.max_position_embeddings 64", "to at most 60")),
-    # the benchmark prompt-token and the gold-answer caps (dataflex_rl/tasks/token_caps.py) likewise
+    # the benchmark prompt-token and the gold-answer caps (dataflex_rl/corpus/token_caps.py) likewise
     Case("benchmark prompt-token cap beyond the positions",
          _set("data_validation", {"benchmarks": {"max_prompt_tokens": 509}}),
          ("data_validation.benchmarks.max_prompt_tokens: 509 + evaluation.max_new_tokens 4 > "
@@ -721,8 +721,8 @@ def test_the_smoke_config_itself_passes_and_its_summary_counts_the_planned_jobs(
 
 def test_templates_that_render_are_accepted_and_literal_braces_stay_literal():
     """Doubled braces are literal braces, and a format spec or conversion that renders is the author's choice."""
-    from dataflex_rl.config_checks import template_errors
-    from dataflex_rl.tasks.prompting import render_prompt
+    from dataflex_rl.study.config_checks import template_errors
+    from dataflex_rl.corpus.prompting import render_prompt
 
     for template in ("{question}\nAnswer:", "Q: {question}\nPut it in \\boxed{{}}.\nA:", "{{{question}}}",
                      "{question!r}", "{question:>3}", "{question} or {question}"):

@@ -1,7 +1,7 @@
 """A score job refuses, at its start and before it scores anything, a benchmark item whose prompt (in tokens after
 the template) or gold answer is longer than the job's token caps (dataflex_rl/evaluate/benchmark_fit.py), naming the
 benchmark's items file, the items and their lengths. The job is called through its rule entry point
-(dataflex_rl.jobs.score_run, what workflow_scripts/score.py calls) with a real embedded base model.
+(dataflex_rl.study.jobs.score_run, what workflow_scripts/score.py calls) with a real embedded base model.
 
 As in tests/test_training_fit.py, every prompt and gold is digits after an empty template: the embedded tokenizer
 spells each digit as its own token, so a text of n digits is n tokens, known without the tokenizer."""
@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 
 from dataflex_rl.evaluate.benchmark_fit import BenchmarkFitError, benchmark_token_caps
-from dataflex_rl.jobs import score_run
-from dataflex_rl.tasks.validation_settings import ValidationSettings
-from dataflex_rl.layout import PROVENANCE
+from dataflex_rl.study.jobs import score_run
+from dataflex_rl.corpus.validation_settings import ValidationSettings
+from dataflex_rl.artefacts.layout import PROVENANCE
 
 from test_training_fit import DEFAULT_CAP, MODEL, TEMPLATE, _build, _corpus
 

@@ -13,8 +13,8 @@ import pytest
 import yaml
 from snakemake.utils import update_config
 
-from dataflex_rl import layout
-from dataflex_rl.study import Run, Study
+from dataflex_rl.artefacts import layout
+from dataflex_rl.study.resolved import Run, Study
 
 REPO = Path(__file__).resolve().parents[1]
 RELEASED = Path(__file__).resolve().parents[2] / "shared/data/dataflex-rl-records/all_runs_171.csv"

@@ -11,13 +11,13 @@ import pytest
 import torch
 import yaml
 
-from dataflex_rl.config_checks import method_errors, resource_errors, shape_errors, study_errors, training_errors
+from dataflex_rl.study.config_checks import method_errors, resource_errors, shape_errors, study_errors, training_errors
 from dataflex_rl.policies import build_mixture, build_response_policy, list_policies, registry
 from dataflex_rl.policies.batch import GroupBatch
 from dataflex_rl.policies.catalogue import CATALOGUE, Family, Param, PolicySpec, rounded_count, solve_rates
 from dataflex_rl.policies.selection import _count, difficulty_band
-from dataflex_rl.recipe import GRPOSettings
-from dataflex_rl.study import Study
+from dataflex_rl.training.recipe import GRPOSettings
+from dataflex_rl.study.resolved import Study
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
@@ -116,8 +116,8 @@ def test_the_modules_a_dry_run_imports_do_not_import_torch_or_pandas():
     sources = [REPO / "Snakefile", *sorted((REPO / "rules").glob("*.smk"))]
     modules = {match for path in sources
                for match in re.findall(r"^\s*from (dataflex_rl[\w.]*) import", path.read_text(), flags=re.M)}
-    assert {"dataflex_rl.study", "dataflex_rl.config_checks", "dataflex_rl.plan"} <= modules
-    code = (f"import sys, dataflex_rl.provenance, {', '.join(sorted(modules))}; "
+    assert {"dataflex_rl.study.resolved", "dataflex_rl.study.config_checks", "dataflex_rl.study.plan"} <= modules
+    code = (f"import sys, dataflex_rl.artefacts.provenance, {', '.join(sorted(modules))}; "
             "print(sorted({'torch', 'pandas'} & set(sys.modules)))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"

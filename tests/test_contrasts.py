@@ -83,7 +83,7 @@ def test_efficiency_per_thousand_characters_by_hand():
 
 @pytest.mark.skipif(not RELEASED.is_file(), reason=f"{RELEASED} not present")
 def test_released_long_training_and_constrained_tables():
-    from dataflex_rl.records_import import load_records
+    from dataflex_rl.records.imported import load_records
     from dataflex_rl.report.regenerate import RUN_LEVEL_EXTRAS
     from dataflex_rl.stats.summaries import run_summaries
 
@@ -103,7 +103,7 @@ def test_released_long_training_and_constrained_tables():
 
 @pytest.mark.skipif(not RELEASED.is_file(), reason=f"{RELEASED} not present")
 def test_released_scale_curve_lists_each_method_across_the_reference_cells():
-    from dataflex_rl.records_import import load_records
+    from dataflex_rl.records.imported import load_records
     from dataflex_rl.report.regenerate import RUN_LEVEL_EXTRAS, scale_curve_table
     from dataflex_rl.stats.summaries import run_summaries
 
@@ -125,7 +125,7 @@ def test_released_scale_curve_lists_each_method_across_the_reference_cells():
 
 
 def test_tables_refuse_unmatched_seeds_unless_the_pairing_says_otherwise(tmp_path):
-    from dataflex_rl.layout import UNTRAINED
+    from dataflex_rl.artefacts.layout import UNTRAINED
     from dataflex_rl.report.regenerate import regenerate
     from dataflex_rl.stats.paired import UnmatchedSeedsError
     from dataflex_rl.stats.simulate import simulate_records

@@ -2,7 +2,7 @@
 listed in its own table, from the records alone; nothing else in the tables changes."""
 import pandas as pd
 
-from dataflex_rl.records import records_frame, summarise_items
+from dataflex_rl.records.run_records import records_frame, summarise_items
 from dataflex_rl.report.outputs import table_paths
 from dataflex_rl.report.regenerate import regenerate
 from dataflex_rl.stats.cut_flags import CUT_FLAG_COLUMNS, cut_flag_table

@@ -17,14 +17,14 @@ import pandas as pd
 import pytest
 import yaml
 
-from dataflex_rl.benchmarks.loaders import BenchmarkSizeWarning
-from dataflex_rl.tasks.corpus import benchmark_items, build_corpus
-from dataflex_rl.tasks.quarantine_gate import QuarantineGateError, check_quarantine
-from dataflex_rl.tasks.validation import (FILE_ANSWER_FORMATS, REASONS, BenchmarkContentWarning, DataValidationError,
+from dataflex_rl.item_sources.loaders import BenchmarkSizeWarning
+from dataflex_rl.corpus.build import benchmark_items, build_corpus
+from dataflex_rl.corpus.quarantine_gate import QuarantineGateError, check_quarantine
+from dataflex_rl.corpus.validation import (FILE_ANSWER_FORMATS, REASONS, BenchmarkContentWarning, DataValidationError,
                                           FileReport, KeptRows, duplicate_items, file_problem, item_problem,
                                           keep_valid, read_jsonl, settle, text_type_problem, validated_benchmark_items)
-from dataflex_rl.study import Study
-from dataflex_rl.tasks.validation_settings import ValidationSettings
+from dataflex_rl.study.resolved import Study
+from dataflex_rl.corpus.validation_settings import ValidationSettings
 
 REPO = Path(__file__).resolve().parents[1]
 FORMATS = ("math", "multiple_choice", "exact", "knights_knaves")
@@ -158,7 +158,7 @@ def test_corpus_files_are_added_after_the_procedural_rows(tmp_path):
     assert audit["files"][str(path)]["rows_kept"] == 2 and audit["rows"] == len(procedural) + 2
 
 
-@pytest.mark.filterwarnings("ignore::dataflex_rl.benchmarks.loaders.BenchmarkSizeWarning")
+@pytest.mark.filterwarnings("ignore::dataflex_rl.item_sources.loaders.BenchmarkSizeWarning")
 def test_a_benchmark_row_quarantined_after_loading_is_removed_by_position(tmp_path):
     path = tmp_path / "gsm8k.jsonl"
     rows = [{"question": q, "answer": f"#### {a}"} for q, a in [("What is 2+3?", 5), ("", 1), ("What is 4*5?", 20)]]
@@ -504,7 +504,7 @@ def test_an_unreadable_benchmark_file_fails_with_its_path_before_the_loader_runs
         assert "Traceback" not in str(failure.value) and len(str(failure.value).splitlines()) == 2
 
 
-@pytest.mark.filterwarnings("ignore::dataflex_rl.benchmarks.loaders.BenchmarkSizeWarning")  # 5 of GSM8K's 1,319
+@pytest.mark.filterwarnings("ignore::dataflex_rl.item_sources.loaders.BenchmarkSizeWarning")  # 5 of GSM8K's 1,319
 def test_a_question_repeated_after_normalisation_is_refused_unless_allowed(tmp_path):
     rows = [{"question": "Tom has 2 apples. How many?", "answer": "#### 2"},
             {"question": "Ann has 3 pens. How many?", "answer": "#### 3"},

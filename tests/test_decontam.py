@@ -4,7 +4,7 @@ import json
 import pandas as pd
 import pytest
 
-from dataflex_rl.decontam import decontaminate, decontaminate_files, normalize_text
+from dataflex_rl.corpus.decontam import decontaminate, decontaminate_files, normalize_text
 
 WORD_PROBLEM = (
     "Maria has 37 marbles. Her brother gives her 15 more marbles, and then she loses 8 marbles while playing in the "
@@ -183,7 +183,7 @@ def test_real_benchmarks_decontaminate_the_corpus_like_the_stand_ins():
     import warnings
     from pathlib import Path
 
-    from dataflex_rl.tasks.corpus import benchmark_items, build_corpus
+    from dataflex_rl.corpus.build import benchmark_items, build_corpus
 
     fixtures = Path(__file__).parent / "fixtures/benchmarks"
     with warnings.catch_warnings():

@@ -10,8 +10,8 @@ import json
 import pandas as pd
 import pytest
 
-from dataflex_rl.decontam import decontaminate_files
-from dataflex_rl.tasks.corpus import build_corpus
+from dataflex_rl.corpus.decontam import decontaminate_files
+from dataflex_rl.corpus.build import build_corpus
 from planted_copies import EDITS, MARKUP, PROCEDURAL_SOURCES, planted, procedural_items, real_items, siblings
 
 THRESHOLD = 0.8  # the default study's

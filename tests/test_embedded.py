@@ -11,12 +11,12 @@ from dataflex_rl.backends.embedded.model import load_model
 from dataflex_rl.backends.embedded.sequences import response_logprobs
 from dataflex_rl.backends.embedded.trainer import EmbeddedGRPOTrainer
 from dataflex_rl.backends.embedded.settings import ModelShape, WarmupSettings
-from dataflex_rl.items import item_metadata
-from dataflex_rl.methods import MethodSpec
+from dataflex_rl.artefacts.items import item_metadata
+from dataflex_rl.policies.methods import MethodSpec
 from dataflex_rl.policies.catalogue import Family
-from dataflex_rl.recipe import GRPOSettings
+from dataflex_rl.training.recipe import GRPOSettings
 from dataflex_rl.regimes.noisy_rewards import NOISY_REWARD_KEY
-from dataflex_rl.tasks.corpus import build_corpus
+from dataflex_rl.corpus.build import build_corpus
 
 TEMPLATE = "{question}\nAnswer:"
 SHAPE = ModelShape(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,

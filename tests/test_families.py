@@ -10,10 +10,10 @@ from snakemake.utils import update_config
 
 from dataflex_rl.backends.model_spec import ModelSpec
 from dataflex_rl.backends.verl.backend import VerlBackend
-from dataflex_rl.layout import SELECTION_TABLES
-from dataflex_rl.methods import MethodSpec
+from dataflex_rl.artefacts.layout import SELECTION_TABLES
+from dataflex_rl.policies.methods import MethodSpec
 from dataflex_rl.policies.catalogue import CATALOGUE, MASK, WEIGHTS, Family, PolicySpec, Role
-from dataflex_rl.study import Study
+from dataflex_rl.study.resolved import Study
 
 REPO = Path(__file__).resolve().parents[1]
 

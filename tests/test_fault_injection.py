@@ -1,4 +1,4 @@
-"""Training survives a SIGKILL at every point of `dataflex_rl.faults`: the rerun ends bit-identical to a straight run.
+"""Training survives a SIGKILL at every point of `dataflex_rl.training.faults`: the rerun ends bit-identical to a straight run.
 
 Each killed run is a process of its own that calls `train_run` with `DATAFLEX_FAULT` set and dies by SIGKILL. Importing
 torch and transformers costs a new interpreter ~10 s of CPU, so one `python -c` process imports them once and forks a
@@ -22,10 +22,10 @@ from safetensors.torch import load_file
 from dataflex_rl.backends.embedded.model import load_model
 from dataflex_rl.backends.embedded.trainer import train_run
 from dataflex_rl.backends.embedded.settings import WarmupSettings
-from dataflex_rl.methods import MethodSpec
+from dataflex_rl.policies.methods import MethodSpec
 from dataflex_rl.policies.catalogue import Family
-from dataflex_rl.faults import ENV, POINTS, FaultPlan
-from dataflex_rl.recipe import GRPOSettings
+from dataflex_rl.training.faults import ENV, POINTS, FaultPlan
+from dataflex_rl.training.recipe import GRPOSettings
 
 from tiny_base import TEMPLATE, tiny_base
 
@@ -59,8 +59,8 @@ WRITE_POINTS = ("checkpoint_write", "final_weights")  # the points that die in t
 FORK_SERVER = """
 import json, os, sys, traceback
 from dataflex_rl.backends.embedded.trainer import train_run
-from dataflex_rl.methods import MethodSpec
-from dataflex_rl.recipe import GRPOSettings
+from dataflex_rl.policies.methods import MethodSpec
+from dataflex_rl.training.recipe import GRPOSettings
 statuses = {}
 for line in sys.stdin:
     case = json.loads(line)
@@ -193,7 +193,7 @@ def test_a_malformed_fault_plan_is_refused(monkeypatch, text):
 def test_a_hang_stops_the_process_at_its_point_until_a_signal_ends_it():
     """What a scheduler's time limit, scancel or requeue meets (tests/test_slurm_cluster.py): a process that neither
     exits nor dies by itself, and ends on SIGTERM."""
-    script = ("from dataflex_rl.faults import FaultPlan\n"
+    script = ("from dataflex_rl.training.faults import FaultPlan\n"
               "plan = FaultPlan.from_environment()\n"
               "plan.reached('after_checkpoint', 1)\n"
               "plan.reached('after_checkpoint', 2)\n"

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dataflex_rl import layout
-from dataflex_rl.provenance import fingerprint
+from dataflex_rl.artefacts import layout
+from dataflex_rl.artefacts.provenance import fingerprint
 
 from config_edits import set_key
 

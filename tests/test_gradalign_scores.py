@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from dataflex_rl import grpo
+from dataflex_rl.training import grpo
 from dataflex_rl.backends.embedded.generation import decode
 from dataflex_rl.backends.embedded.model import load_model
 from dataflex_rl.backends.embedded.sequences import response_logprobs

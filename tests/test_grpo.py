@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from dataflex_rl.grpo import group_advantages, grpo_loss, kl_penalty, ppo_clip_token_loss, seq_mean_token_mean
+from dataflex_rl.training.grpo import group_advantages, grpo_loss, kl_penalty, ppo_clip_token_loss, seq_mean_token_mean
 
 LN2 = math.log(2.0)
 

@@ -1,4 +1,4 @@
-"""A job that reads another job's artefact records the sha256 of what it read (dataflex_rl.provenance, `inputs`): the
+"""A job that reads another job's artefact records the sha256 of what it read (dataflex_rl.artefacts.provenance, `inputs`): the
 decontamination audit, the records table's metadata, a parquet table's metadata. Each recorded digest is checked
 against hashlib.sha256 of the file's bytes, computed here. (The workflow's own jobs are checked on a real smoke study
 in tests/test_workflow.py.)"""
@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from dataflex_rl.atomic import write_parquet
-from dataflex_rl.decontam import decontaminate_files
-from dataflex_rl.provenance import inputs_metadata, parquet_inputs, write_provenance
-from dataflex_rl.records import collect_records
+from dataflex_rl.artefacts.atomic import write_parquet
+from dataflex_rl.corpus.decontam import decontaminate_files
+from dataflex_rl.artefacts.provenance import inputs_metadata, parquet_inputs, write_provenance
+from dataflex_rl.records.run_records import collect_records
 
 
 def sha256(path: Path) -> str:

@@ -2,7 +2,7 @@ import sys
 
 import pytest
 
-from dataflex_rl.job_log import job_log
+from dataflex_rl.artefacts.job_log import job_log
 
 
 def test_the_error_that_stops_a_job_is_in_its_log(tmp_path):

@@ -8,9 +8,9 @@ import torch
 
 from dataflex_rl.backends.embedded.trainer import EmbeddedGRPOTrainer
 from dataflex_rl.backends.embedded.settings import WarmupSettings
-from dataflex_rl.methods import MethodSpec
+from dataflex_rl.policies.methods import MethodSpec
 from dataflex_rl.policies.catalogue import Family
-from dataflex_rl.recipe import GRPOSettings
+from dataflex_rl.training.recipe import GRPOSettings
 
 from tiny_base import TEMPLATE, tiny_base
 

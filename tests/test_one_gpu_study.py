@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 from dataflex_rl.backends.verl.backend import JOB_RESOURCES
-from dataflex_rl.study import Study
+from dataflex_rl.study.resolved import Study
 
 REPO = Path(__file__).resolve().parents[1]
 ONE_GPU = ("--profile", "profiles/local", "--configfile", "config/one_gpu.yaml", "--resources", "gpu=1")
@@ -53,7 +53,7 @@ def test_a_models_resources_override_the_backends_and_the_command_line_overrides
 
 
 def test_a_misspelt_rule_or_a_fractional_gpu_in_a_models_resources_is_refused_naming_the_key():
-    from dataflex_rl.config_checks import config_errors
+    from dataflex_rl.study.config_checks import config_errors
 
     schema = yaml.safe_load((REPO / "config/schema.yaml").read_text())
     config = yaml.safe_load((REPO / "config/one_gpu.yaml").read_text())

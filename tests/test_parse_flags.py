@@ -3,7 +3,7 @@ model's summaries instead of being averaged in as a low score."""
 import pandas as pd
 import pytest
 
-from dataflex_rl.records import records_frame, summarise_items
+from dataflex_rl.records.run_records import records_frame, summarise_items
 from dataflex_rl.stats.parse_flags import (EXCLUDED, KEPT_BASE, KEPT_RUN, check_exclusions, excluded_benchmarks,
                                            parse_flag_table)
 from dataflex_rl.stats.summaries import run_summaries

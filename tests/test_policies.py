@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from dataflex_rl.grpo import grpo_loss
+from dataflex_rl.training.grpo import grpo_loss
 from dataflex_rl.policies import GroupBatch, build_mixture, build_response_policy, list_policies
 from dataflex_rl.policies.weights import reweighting_weights, selection_weights
 

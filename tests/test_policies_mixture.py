@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from dataflex_rl.grpo import group_advantages
+from dataflex_rl.training.grpo import group_advantages
 from dataflex_rl.policies import GroupBatch, build_mixture
 
 DOMAINS = ["math", "logic", "science"]

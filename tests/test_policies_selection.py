@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from dataflex_rl.grpo import group_advantages, grpo_loss
+from dataflex_rl.training.grpo import group_advantages, grpo_loss
 from dataflex_rl.policies import GroupBatch, build_response_policy, list_policies, subset_group_advantages
 from dataflex_rl.policies.catalogue import Family
 from dataflex_rl.policies.selection import max_variance_subset

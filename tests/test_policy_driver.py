@@ -3,9 +3,9 @@ selection, the metrics it names and the state it checkpoints. Expected values ar
 import pytest
 import torch
 
-from dataflex_rl.grpo import group_advantages
-from dataflex_rl.policy_driver import PolicyDriver
-from dataflex_rl.methods import MethodSpec
+from dataflex_rl.training.grpo import group_advantages
+from dataflex_rl.policies.driver import PolicyDriver
+from dataflex_rl.policies.methods import MethodSpec
 from dataflex_rl.policies.catalogue import Family
 
 DOMAINS = ["math"] * 6 + ["logic"] * 3 + ["science"] * 3  # corpus rows: shares 1/2, 1/4, 1/4

@@ -10,13 +10,13 @@ import torch
 from dataflex_rl.backends.embedded.settings import WarmupSettings
 from dataflex_rl.backends.registry import get_backend
 from dataflex_rl.backends.embedded.trainer import EmbeddedGRPOTrainer
-from dataflex_rl.methods import MethodSpec
+from dataflex_rl.policies.methods import MethodSpec
 from dataflex_rl.policies.catalogue import Family
 from dataflex_rl.prompt_selection.candidates import CandidateStream, training_rows, validation_rows
 from dataflex_rl.prompt_selection.gradients import group_gradients
 from dataflex_rl.prompt_selection.scores import zero_advantage
 from dataflex_rl.prompt_selection.selector import RowLabels
-from dataflex_rl.recipe import GRPOSettings
+from dataflex_rl.training.recipe import GRPOSettings
 from dataflex_rl.regimes.noisy_rewards import NOISY_REWARD_KEY
 from tiny_base import TEMPLATE, tiny_base
 

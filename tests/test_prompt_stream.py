@@ -1,7 +1,7 @@
 """Matched seeds mean the same prompt order; a resumed stream continues exactly where it stopped."""
 import pytest
 
-from dataflex_rl.prompt_stream import PromptStream
+from dataflex_rl.training.prompt_stream import PromptStream
 
 DOMAINS = ["math"] * 6 + ["logic"] * 3 + ["science"] * 3
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dataflex_rl.jobs import training_state
-from dataflex_rl.provenance import (DamagedArtefactError, artefact_digest, damage, fingerprint, plain_input,
+from dataflex_rl.study.jobs import training_state
+from dataflex_rl.artefacts.provenance import (DamagedArtefactError, artefact_digest, damage, fingerprint, plain_input,
                                     read_provenance, verified_input, write_provenance)
-from dataflex_rl.study import Run, Study
+from dataflex_rl.study.resolved import Run, Study
 
 from config_edits import set_key
 
@@ -162,7 +162,7 @@ def test_each_job_slice_holds_what_its_result_depends_on():
 
 
 def test_token_caps_are_gates_in_no_slice_while_character_caps_change_the_corpus():
-    """A token cap passes texts within it unchanged (dataflex_rl.tasks.token_caps), so changing one must rerun no
+    """A token cap passes texts within it unchanged (dataflex_rl.corpus.token_caps), so changing one must rerun no
     finished job: every slice stays as it was (a score slice holds every upstream job's). A character cap quarantines
     rows when the corpus or a benchmark is built: it is in those slices, and so in every score slice downstream."""
     base = study()

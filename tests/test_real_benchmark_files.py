@@ -18,12 +18,12 @@ import pytest
 import yaml
 
 from config_edits import set_key
-from dataflex_rl import layout
-from dataflex_rl.benchmarks.loaders import BenchmarkSizeWarning, local_source, paper_subset, read_table
-from dataflex_rl.benchmarks.readers import BenchmarkSchemaError
-from dataflex_rl.benchmarks.registry import get_benchmark
-from dataflex_rl.items import LETTERS, item_metadata
-from dataflex_rl.tasks.corpus import load_benchmark_file
+from dataflex_rl.artefacts import layout
+from dataflex_rl.item_sources.loaders import BenchmarkSizeWarning, local_source, paper_subset, read_table
+from dataflex_rl.item_sources.readers import BenchmarkSchemaError
+from dataflex_rl.item_sources.registry import get_benchmark
+from dataflex_rl.artefacts.items import LETTERS, item_metadata
+from dataflex_rl.corpus.build import load_benchmark_file
 from dataflex_rl.verify.verifiers import get_verifier
 
 REPO = Path(__file__).resolve().parents[1]
@@ -135,7 +135,7 @@ def test_the_olympiadbench_multi_answer_rows_are_sets_and_minerva_golds_come_fro
     assert minerva[0]["answer"] == "1.6" and "solution" in item_metadata(minerva[0])
 
 
-@pytest.mark.filterwarnings("ignore::dataflex_rl.benchmarks.loaders.BenchmarkSizeWarning")
+@pytest.mark.filterwarnings("ignore::dataflex_rl.item_sources.loaders.BenchmarkSizeWarning")
 def test_math500_without_unique_id_numbers_its_rows(tmp_path):
     path = tmp_path / "math500.jsonl"
     read_table(FIXTURES / "math500.jsonl").drop(columns="unique_id").to_json(path, orient="records", lines=True)

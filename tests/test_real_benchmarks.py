@@ -10,18 +10,18 @@ import pandas as pd
 import pytest
 
 from dataflex_rl.backends.embedded.model import train_tokenizer
-from dataflex_rl.benchmarks.loaders import BenchmarkSizeWarning, local_source, native_items, paper_subset, read_table
-from dataflex_rl.benchmarks.readers import BenchmarkSchemaError
-from dataflex_rl.benchmarks.registry import PAPER_BENCHMARKS, get_benchmark
+from dataflex_rl.item_sources.loaders import BenchmarkSizeWarning, local_source, native_items, paper_subset, read_table
+from dataflex_rl.item_sources.readers import BenchmarkSchemaError
+from dataflex_rl.item_sources.registry import PAPER_BENCHMARKS, get_benchmark
 from dataflex_rl.formats import get_format
 from dataflex_rl.formats.base import NO_ANSWER, Verdict
-from dataflex_rl.items import BENCHMARK_ITEM_COLUMNS, item_metadata
-from dataflex_rl.tasks.corpus import benchmark_items, load_benchmark_file
-from dataflex_rl.tasks.prompting import render_item_prompt, render_prompt
+from dataflex_rl.artefacts.items import BENCHMARK_ITEM_COLUMNS, item_metadata
+from dataflex_rl.corpus.build import benchmark_items, load_benchmark_file
+from dataflex_rl.corpus.prompting import render_item_prompt, render_prompt
 from dataflex_rl.verify.calibration import CalibrationError, calibrate_benchmark
 from dataflex_rl.verify.verifiers import get_verifier
 
-pytestmark = pytest.mark.filterwarnings("ignore::dataflex_rl.benchmarks.loaders.BenchmarkSizeWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::dataflex_rl.item_sources.loaders.BenchmarkSizeWarning")
 
 FIXTURES = Path(__file__).parent / "fixtures" / "benchmarks"
 FILES = {
@@ -289,7 +289,7 @@ def test_scoring_renders_real_items_with_their_template_and_reports_parse_failur
     from dataflex_rl.backends.embedded.generation import EmbeddedGenerator
     from dataflex_rl.backends.embedded.settings import ModelShape, WarmupSettings
     from dataflex_rl.evaluate.scoring import score_items
-    from dataflex_rl.tasks.corpus import build_corpus
+    from dataflex_rl.corpus.build import build_corpus
 
     corpus, _ = build_corpus(["basic_arithmetic", "syllogism", "kinematics"], 30, seed=1)
     corpus.to_parquet(tmp_path / "corpus.parquet")

@@ -1,7 +1,7 @@
 import pandas as pd
 import pytest
 
-from dataflex_rl.records import RECORD_COLUMNS, records_frame, summarise_items, validate_records
+from dataflex_rl.records.run_records import RECORD_COLUMNS, records_frame, summarise_items, validate_records
 
 
 def _items(correct, lengths, parsed, responses="answer"):

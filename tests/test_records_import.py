@@ -9,12 +9,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dataflex_rl.records import validate_records
-from dataflex_rl.records_import import RELEASED_BENCHMARKS, import_released_runs, infer_benchmark_size, load_records
+from dataflex_rl.records.run_records import validate_records
+from dataflex_rl.records.imported import RELEASED_BENCHMARKS, import_released_runs, infer_benchmark_size, load_records
 from dataflex_rl.stats.paired import compare_methods
 from dataflex_rl.stats.sensitivity import benchmark_means, method_means
 from dataflex_rl.stats.summaries import math_heavy_benchmarks, run_summaries
-from dataflex_rl.benchmarks.registry import PAPER_BENCHMARKS
+from dataflex_rl.item_sources.registry import PAPER_BENCHMARKS
 
 RELEASED = Path(__file__).resolve().parents[2] / "shared/data/dataflex-rl-records/all_runs_171.csv"
 needs_release = pytest.mark.skipif(not RELEASED.is_file(), reason=f"{RELEASED} not present")

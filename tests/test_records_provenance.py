@@ -5,11 +5,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dataflex_rl.provenance import DamagedArtefactError, fingerprint, write_provenance
-from dataflex_rl.package_versions import package_versions
-from dataflex_rl.records import (PROVENANCE_COLUMNS, RECORD_COLUMNS, collect_records, records_frame,
+from dataflex_rl.artefacts.provenance import DamagedArtefactError, fingerprint, write_provenance
+from dataflex_rl.records.package_versions import package_versions
+from dataflex_rl.records.run_records import (PROVENANCE_COLUMNS, RECORD_COLUMNS, collect_records, records_frame,
                                  summarise_items)
-from dataflex_rl.records_import import import_released_runs, load_records
+from dataflex_rl.records.imported import import_released_runs, load_records
 
 RELEASED = Path(__file__).resolve().parents[2] / "shared/data/dataflex-rl-records/all_runs_171.csv"
 

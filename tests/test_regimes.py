@@ -15,18 +15,18 @@ from dataflex_rl.backends.embedded.generation import EmbeddedGenerator
 from dataflex_rl.backends.embedded.settings import WarmupSettings
 from dataflex_rl.backends.embedded.rewards import rollout_rewards
 from dataflex_rl.backends.embedded.trainer import EmbeddedGRPOTrainer
-from dataflex_rl.benchmarks.registry import get_benchmark
-from dataflex_rl.items import CORPUS_COLUMNS, item_metadata
-from dataflex_rl.methods import MethodSpec
+from dataflex_rl.item_sources.registry import get_benchmark
+from dataflex_rl.artefacts.items import CORPUS_COLUMNS, item_metadata
+from dataflex_rl.policies.methods import MethodSpec
 from dataflex_rl.policies.catalogue import Family
-from dataflex_rl.recipe import GRPOSettings
+from dataflex_rl.training.recipe import GRPOSettings
 from dataflex_rl.regimes.low_utility import measure_solve_rates
 from dataflex_rl.regimes.noisy_rewards import NOISY_REWARD_KEY, noisy_reward
 from dataflex_rl.regimes.catalogue import REGIMES, regime_errors
 from dataflex_rl.regimes.registry import TRANSFORMS, apply_regime
 from dataflex_rl.regimes.sampling import largest_remainder
-from dataflex_rl.tasks.corpus import build_corpus, load_benchmark_file
-from dataflex_rl.tasks.prompting import render_item_prompt
+from dataflex_rl.corpus.build import build_corpus, load_benchmark_file
+from dataflex_rl.corpus.prompting import render_item_prompt
 from dataflex_rl.verify.verifiers import reward
 from tiny_base import TEMPLATE, tiny_base
 

@@ -14,9 +14,9 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from dataflex_rl.backends.embedded.memory import parameter_count, score_peak_mb, train_peak_mb
 from dataflex_rl.backends.embedded.settings import ModelShape
-from dataflex_rl.corpus_bound import corpus_rows_bound
-from dataflex_rl.study import CorpusSettings
-from dataflex_rl.tasks.corpus import build_corpus
+from dataflex_rl.study.corpus_bound import corpus_rows_bound
+from dataflex_rl.study.resolved import CorpusSettings
+from dataflex_rl.corpus.build import build_corpus
 
 REPO = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("embedded_memory", REPO / "benchmarks/embedded_memory.py")

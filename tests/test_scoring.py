@@ -5,7 +5,7 @@ import pytest
 from dataflex_rl.backends.embedded.generation import EmbeddedGenerator
 from dataflex_rl.backends.embedded.settings import WarmupSettings
 from dataflex_rl.evaluate.scoring import score_items
-from dataflex_rl.tasks.corpus import benchmark_items
+from dataflex_rl.corpus.build import benchmark_items
 
 from tiny_base import TEMPLATE, tiny_base
 

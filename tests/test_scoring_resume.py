@@ -1,7 +1,7 @@
 """A retried scoring job reuses the benchmarks an earlier attempt finished, and never a shard of other inputs.
 
 Snakemake deletes every declared output of a failed job; the finished benchmarks survive as shards in `.state/`,
-under the state key of their settings and inputs. The job is the real one (dataflex_rl.jobs.score_run), on real
+under the state key of their settings and inputs. The job is the real one (dataflex_rl.study.jobs.score_run), on real
 weights with their provenance records.
 """
 import pandas as pd
@@ -10,10 +10,10 @@ import torch
 
 from dataflex_rl.backends.embedded.model import load_model, save_model
 from dataflex_rl.backends.embedded.settings import WarmupSettings
-from dataflex_rl.jobs import score_run
-from dataflex_rl.layout import PROVENANCE
-from dataflex_rl.provenance import write_provenance
-from dataflex_rl.tasks.corpus import benchmark_items
+from dataflex_rl.study.jobs import score_run
+from dataflex_rl.artefacts.layout import PROVENANCE
+from dataflex_rl.artefacts.provenance import write_provenance
+from dataflex_rl.corpus.build import benchmark_items
 
 from tiny_base import TEMPLATE, tiny_base
 

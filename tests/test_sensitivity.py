@@ -135,7 +135,7 @@ def test_minimum_detectable_effect_has_the_asked_power():
 
 @needs_release
 def test_released_seven_b_main_sensitivity():
-    from dataflex_rl.records_import import import_released_runs
+    from dataflex_rl.records.imported import import_released_runs
 
     summaries = run_summaries(import_released_runs(RELEASED))
     main = summaries[summaries["model"] == "Qwen2.5-7B-Instruct@main"]

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from dataflex_rl.records import records_frame, summarise_items
+from dataflex_rl.records.run_records import records_frame, summarise_items
 from dataflex_rl.stats.paired import (UnmatchedSeedsError, _holm, compare_methods, headroom,
                                       paired_difference_ci)
 from dataflex_rl.stats.summaries import run_summaries

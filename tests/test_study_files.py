@@ -1,17 +1,17 @@
-"""What each job of a study reads and waits for (dataflex_rl/study_files.py), the jobs planned again for damage and
-stale settings (dataflex_rl/replans.py) and the backends' resource requests merged over a study's models
-(dataflex_rl/rule_resources.py): the decisions rules/common.smk only looks up, each against paths written out by hand
+"""What each job of a study reads and waits for (dataflex_rl/study/files.py), the jobs planned again for damage and
+stale settings (dataflex_rl/study/replans.py) and the backends' resource requests merged over a study's models
+(dataflex_rl/study/rule_resources.py): the decisions rules/common.smk only looks up, each against paths written out by hand
 from the layout (README: results/...)."""
 from pathlib import Path
 
 import pytest
 import yaml
 
-from dataflex_rl.provenance import write_provenance
-from dataflex_rl.replans import Replans
-from dataflex_rl.rule_resources import backend_resources
-from dataflex_rl.study import Study
-from dataflex_rl.study_files import StudyFiles
+from dataflex_rl.artefacts.provenance import write_provenance
+from dataflex_rl.study.replans import Replans
+from dataflex_rl.study.rule_resources import backend_resources
+from dataflex_rl.study.resolved import Study
+from dataflex_rl.study.files import StudyFiles
 
 REPO = Path(__file__).resolve().parents[1]
 RUN = "full/baseline/seed1/steps80"

@@ -6,8 +6,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dataflex_rl.benchmarks.registry import EMBEDDED_BENCHMARKS
-from dataflex_rl.records import validate_records
+from dataflex_rl.item_sources.registry import EMBEDDED_BENCHMARKS
+from dataflex_rl.records.run_records import validate_records
 from dataflex_rl.report.outputs import FIGURES, TABLES, figure_paths, table_paths
 from dataflex_rl.report.regenerate import regenerate
 from dataflex_rl.report.tables import latex_table_body

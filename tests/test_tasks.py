@@ -5,11 +5,11 @@ import random
 import pandas as pd
 import pytest
 
-from dataflex_rl.benchmarks.loaders import BenchmarkSizeWarning
-from dataflex_rl.benchmarks.registry import EMBEDDED_BENCHMARKS, PAPER_BENCHMARKS, get_benchmark
-from dataflex_rl.benchmarks.science import generate_science, science_question
-from dataflex_rl.items import LETTERS
-from dataflex_rl.tasks.corpus import benchmark_items, build_corpus, drop_exact_duplicates, load_benchmark_file
+from dataflex_rl.item_sources.loaders import BenchmarkSizeWarning
+from dataflex_rl.item_sources.registry import EMBEDDED_BENCHMARKS, PAPER_BENCHMARKS, get_benchmark
+from dataflex_rl.item_sources.science import generate_science, science_question
+from dataflex_rl.artefacts.items import LETTERS
+from dataflex_rl.corpus.build import benchmark_items, build_corpus, drop_exact_duplicates, load_benchmark_file
 
 
 def _option_value(item: dict, letter: str) -> float:

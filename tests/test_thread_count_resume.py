@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dataflex_rl import layout
-from dataflex_rl.faults import ENV
+from dataflex_rl.artefacts import layout
+from dataflex_rl.training.faults import ENV
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]

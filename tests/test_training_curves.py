@@ -3,7 +3,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dataflex_rl import layout
+from dataflex_rl.artefacts import layout
 from dataflex_rl.report.figures import training_curves, training_curves_plot
 
 
@@ -61,7 +61,7 @@ import subprocess  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from dataflex_rl.provenance import write_provenance  # noqa: E402
+from dataflex_rl.artefacts.provenance import write_provenance  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]

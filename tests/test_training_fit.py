@@ -1,6 +1,6 @@
 """A training corpus that does not fit its run is refused by the real jobs before anything trains: a prompt longer
 than the token cap by the base model's build (the first job with the tokenizer) and at train start, a corpus smaller
-than one step at train start. The jobs are called through their rule entry points (dataflex_rl.jobs, what
+than one step at train start. The jobs are called through their rule entry points (dataflex_rl.study.jobs, what
 workflow_scripts/base_model.py and train.py call) with a real embedded model.
 
 Every prompt here is digits after an empty template: the embedded tokenizer spells every digit as its own token, so a
@@ -14,10 +14,10 @@ import pandas as pd
 import pytest
 
 from dataflex_rl.backends.embedded.settings import ModelShape, WarmupSettings
-from dataflex_rl.jobs import build_base_model, train_run
-from dataflex_rl.tasks.token_caps import TokenCaps, answer_token_cap
-from dataflex_rl.tasks.training_fit import TRAINING_ANSWERS, TrainingCorpusError, corpus_token_caps, prompt_token_cap
-from dataflex_rl.tasks.validation_settings import ValidationSettings
+from dataflex_rl.study.jobs import build_base_model, train_run
+from dataflex_rl.corpus.token_caps import TokenCaps, answer_token_cap
+from dataflex_rl.corpus.training_fit import TRAINING_ANSWERS, TrainingCorpusError, corpus_token_caps, prompt_token_cap
+from dataflex_rl.corpus.validation_settings import ValidationSettings
 
 SHAPE = ModelShape(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
                    num_key_value_heads=1, max_position_embeddings=64, vocab_size=300)

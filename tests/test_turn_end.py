@@ -13,8 +13,8 @@ from transformers import PreTrainedTokenizerFast, Qwen2Config
 from dataflex_rl.backends.verl.overrides import GENERATION_CONFIG_KEY, RunFiles, run_overrides
 from dataflex_rl.backends.verl.rollout_stops import rollout_eos_ids, write_rollout_generation_config
 from dataflex_rl.backends.verl.scoring import VllmGenerator
-from dataflex_rl.recipe import GRPOSettings
-from dataflex_rl.tasks.turn_end import stop_token_ids, turn_end_token_id
+from dataflex_rl.training.recipe import GRPOSettings
+from dataflex_rl.corpus.turn_end import stop_token_ids, turn_end_token_id
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|eot_id|>"]  # ids 0, 1, 2, 3
 QWEN = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"

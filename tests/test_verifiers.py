@@ -4,7 +4,7 @@ import dataclasses
 import pandas as pd
 import pytest
 
-from dataflex_rl.benchmarks.registry import EMBEDDED_BENCHMARKS, REGISTRY
+from dataflex_rl.item_sources.registry import EMBEDDED_BENCHMARKS, REGISTRY
 from dataflex_rl.formats import FORMATS
 from dataflex_rl.formats.base import Verdict
 from dataflex_rl.formats.exact import verify_exact
@@ -12,7 +12,7 @@ from dataflex_rl.formats.knights_knaves import verify_knights_knaves
 from dataflex_rl.formats.math import verify_math
 from dataflex_rl.formats.multiple_choice import verify_multiple_choice
 from dataflex_rl.formats.procedural import verify_procedural
-from dataflex_rl.tasks.corpus import benchmark_items
+from dataflex_rl.corpus.build import benchmark_items
 from dataflex_rl.verify.calibration import CalibrationError, calibrate_benchmark
 
 

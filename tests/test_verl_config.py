@@ -15,9 +15,9 @@ from snakemake.utils import update_config
 
 from dataflex_rl.backends.verl.overrides import RunFiles, run_overrides
 from dataflex_rl.backends.verl.rollout import RolloutSettings
-from dataflex_rl.recipe import GRPOSettings
-from dataflex_rl.sections import filled
-from dataflex_rl.study import Study
+from dataflex_rl.training.recipe import GRPOSettings
+from dataflex_rl.config.sections import filled
+from dataflex_rl.study.resolved import Study
 from hf_model_dir import save_hf_model_dir
 
 verl = pytest.importorskip("verl")

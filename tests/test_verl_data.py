@@ -20,14 +20,14 @@ from dataflex_rl.backends.verl.job import VerlRunJob
 from dataflex_rl.backends.verl.launch import VerlRunError, metrics_frame, read_verl_metrics, run_verl, train_verl_run
 from dataflex_rl.backends.verl.reward import compute_score
 from dataflex_rl.backends.model_spec import ModelSpec
-from dataflex_rl.config_checks import model_errors, policy_errors
-from dataflex_rl.methods import MethodSpec
+from dataflex_rl.study.config_checks import model_errors, policy_errors
+from dataflex_rl.policies.methods import MethodSpec
 from dataflex_rl.policies.catalogue import CATALOGUE, Family
-from dataflex_rl.recipe import GRPOSettings
+from dataflex_rl.training.recipe import GRPOSettings
 from dataflex_rl.regimes.noisy_rewards import NOISY_REWARD_KEY
 from dataflex_rl.report.figures import training_curves
-from dataflex_rl.study import Study
-from dataflex_rl.tasks.corpus import build_corpus
+from dataflex_rl.study.resolved import Study
+from dataflex_rl.corpus.build import build_corpus
 
 SMOKE = yaml.safe_load((Path(__file__).resolve().parents[1] / "config/smoke.yaml").read_text())
 PAPER_TEMPLATE = "{question}\nPlease reason step by step, and put your final answer within \\boxed{{}}.\nAnswer:"

@@ -1,4 +1,4 @@
-"""dataflex_rl.grpo computes what verl 0.9.1 computes: advantages, every loss aggregation, the KL estimators, the
+"""dataflex_rl.training.grpo computes what verl 0.9.1 computes: advantages, every loss aggregation, the KL estimators, the
 vanilla PPO policy loss, and the whole GRPO loss of a selection or a reweighting once the verl trainer has written it
 back (a zeroed `response_mask` for a response whose KL is dropped, `rollout_is_weights` for the rest).
 
@@ -18,7 +18,7 @@ from hydra import compose, initialize_config_dir
 from verl.trainer.ppo import core_algos
 from verl.utils.config import omega_conf_to_dataclass
 
-from dataflex_rl import grpo
+from dataflex_rl.training import grpo
 from dataflex_rl.policies.weights import reweighting_weights, selection_weights
 
 TOL = {"atol": 1e-6, "rtol": 1e-6}

@@ -12,8 +12,8 @@ from dataflex_rl.backends.model_spec import ModelSpec
 from dataflex_rl.backends.registry import get_backend
 from dataflex_rl.backends.verl.job import VerlRunJob
 from dataflex_rl.backends.verl.overrides import RunFiles, run_overrides, verl_command
-from dataflex_rl.recipe import GRPOSettings
-from dataflex_rl.study import Study
+from dataflex_rl.training.recipe import GRPOSettings
+from dataflex_rl.study.resolved import Study
 
 REPO = Path(__file__).resolve().parents[1]
 verl = pytest.importorskip("verl")
@@ -80,7 +80,7 @@ def test_overrides_compose_with_verls_ppo_trainer_and_pass_its_validation(tmp_pa
     assert rollout.temperature == training.temperature
     # Eq. 1: 1/(GK) over one update per batch
     assert actor.loss_agg_mode == training.loss_aggregation == "seq-mean-token-mean" and actor.ppo_epochs == 1
-    assert actor.clip_ratio_c == 3.0  # the dual clip dataflex_rl.grpo applies
+    assert actor.clip_ratio_c == 3.0  # the dual clip dataflex_rl.training.grpo applies
     assert actor.ppo_mini_batch_size == cfg.data.train_batch_size == training.prompts_per_step
     assert cfg.data.max_response_length == rollout.response_length == training.max_new_tokens
     # per-run seeds for the data order and the rollouts (verl's default 42 would repeat rollouts across seeds)

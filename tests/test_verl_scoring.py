@@ -19,16 +19,16 @@ from dataflex_rl.backends.embedded.settings import ModelShape
 from dataflex_rl.backends.model_spec import ModelSpec
 from dataflex_rl.backends.verl import scoring
 from dataflex_rl.backends.verl.merge import actor_checkpoint, merge_command
-from dataflex_rl.jobs import merge_run
+from dataflex_rl.study.jobs import merge_run
 from dataflex_rl.backends.verl.backend import ROLLOUT_PLACEHOLDERS
 from dataflex_rl.backends.verl.overrides import RunFiles, run_overrides
 from dataflex_rl.evaluate.scoring import score_items
 from dataflex_rl.evaluate.settings import EvaluationSettings
-from dataflex_rl.layout import PROVENANCE
-from dataflex_rl.provenance import DamagedArtefactError, verified_input, write_provenance
-from dataflex_rl.recipe import GRPOSettings
-from dataflex_rl.tasks.corpus import benchmark_items
-from dataflex_rl.tasks.prompting import render_prompt
+from dataflex_rl.artefacts.layout import PROVENANCE
+from dataflex_rl.artefacts.provenance import DamagedArtefactError, verified_input, write_provenance
+from dataflex_rl.training.recipe import GRPOSettings
+from dataflex_rl.corpus.build import benchmark_items
+from dataflex_rl.corpus.prompting import render_prompt
 
 SHAPE = ModelShape(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
                    num_key_value_heads=1, vocab_size=300)

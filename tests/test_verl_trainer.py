@@ -27,7 +27,7 @@ from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync  # noqa: E402
 from verl.utils import tensordict_utils as tu  # noqa: E402
 from verl.utils.config import omega_conf_to_dataclass  # noqa: E402
 
-from dataflex_rl import grpo  # noqa: E402
+from dataflex_rl.training import grpo  # noqa: E402
 from dataflex_rl.backends.embedded.model import build_model, save_model, train_tokenizer  # noqa: E402
 from dataflex_rl.backends.embedded.settings import ModelShape  # noqa: E402
 from dataflex_rl.backends.verl import plugin, registration  # noqa: E402
@@ -35,12 +35,12 @@ from dataflex_rl.backends.verl.job import VerlRunJob  # noqa: E402
 from dataflex_rl.backends.verl.checkpoints import TRACKER_FILE  # noqa: E402
 from dataflex_rl.backends.verl.trainer import (DEBUG_DUMP_VARIABLE, DRIVER_STATE_FILE,  # noqa: E402
                                                DataflexTrainer)
-from dataflex_rl.methods import MethodSpec  # noqa: E402
+from dataflex_rl.policies.methods import MethodSpec  # noqa: E402
 from dataflex_rl.policies.catalogue import Family  # noqa: E402
 from dataflex_rl.backends.verl.writeback import verl_loss_fields  # noqa: E402
 from dataflex_rl.policies import GroupBatch, LossWeights  # noqa: E402
 from dataflex_rl.policies.weights import reweighting_weights, selection_weights  # noqa: E402
-from dataflex_rl.policy_driver import LossInputs, PolicyDriver  # noqa: E402
+from dataflex_rl.policies.driver import LossInputs, PolicyDriver  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOMAINS = ["math"] * 30 + ["logic"] * 20 + ["science"] * 10  # corpus shares 1/2, 1/3, 1/6

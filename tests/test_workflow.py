@@ -14,11 +14,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from dataflex_rl import layout
-from dataflex_rl.plan import planned_jobs
-from dataflex_rl.provenance import fingerprint, parquet_inputs
-from dataflex_rl.study import Study
-from dataflex_rl.tasks.corpus import benchmark_items
+from dataflex_rl.artefacts import layout
+from dataflex_rl.study.plan import planned_jobs
+from dataflex_rl.artefacts.provenance import fingerprint, parquet_inputs
+from dataflex_rl.study.resolved import Study
+from dataflex_rl.corpus.build import benchmark_items
 
 from config_edits import set_key
 
@@ -46,11 +46,11 @@ def test_paper_matrix_dry_run_without_slurm_shows_156_training_jobs():
     assert counts["score"] == (13 * 12 + 1) * 12  # one job per (run, benchmark), the untrained base included
     assert counts["calibrate"] == 12 and counts["records"] == 1
     assert "13 method(s) × 12 seed(s) = 156 training runs" in result.stderr
-    # the dry-run summary's job plan (dataflex_rl.plan) is the one Snakemake makes
+    # the dry-run summary's job plan (dataflex_rl.study.plan) is the one Snakemake makes
     study = Study.from_config(yaml.safe_load((REPO / "config/paper.yaml").read_text()))
     assert {rule: n for rule, n in planned_jobs(study).items() if n} == {
         rule: n for rule, n in counts.items() if rule not in ("all", "total")}
-    # the hours the jobs request (dataflex_rl.allocation), by hand: train 156 jobs × 8 GPUs × 2880 min / 60 = 59,904
+    # the hours the jobs request (dataflex_rl.study.allocation), by hand: train 156 jobs × 8 GPUs × 2880 min / 60 = 59,904
     # GPU-h and × 40 CPUs = 299,520 CPU-h; score 1884 × 1 GPU × 2 h = 3,768 GPU-h and × 8 CPUs = 30,144 CPU-h; merge
     # 156 × 8 CPUs × 1 h = 1,248; the CPU rules 1 h each at 2 CPUs (decontaminate 8): corpus 2, benchmark_items 24,
     # quarantine_gate 26, calibrate 24, decontaminate 8, parse_gate, records, tables, training_curves 4 × 2: 92
@@ -202,7 +202,7 @@ def _sha256(path: Path) -> str:
 
 @pytest.mark.slow
 def test_every_artefact_a_job_read_is_recorded_by_its_sha256(smoke_tree):
-    """Each job that reads another job's artefact recorded its sha256 (dataflex_rl.provenance, `inputs`): equal to
+    """Each job that reads another job's artefact recorded its sha256 (dataflex_rl.artefacts.provenance, `inputs`): equal to
     hashlib.sha256 of the file's bytes, for every file input (a model directory is checked through its own record)."""
     results = smoke_tree / "results"
     recorded = {path.relative_to(smoke_tree).as_posix(): json.loads(path.read_text())["inputs"]

@@ -6,7 +6,7 @@ import torch
 
 from dataflex_rl.backends.embedded.base_model import build_base_model
 from dataflex_rl.backends.embedded.settings import ModelShape, WarmupSettings
-from dataflex_rl.tasks.corpus import build_corpus
+from dataflex_rl.corpus.build import build_corpus
 
 TEMPLATE = "{question}\nAnswer:"
 SOURCES = ["syllogism", "basic_arithmetic", "kinematics"]

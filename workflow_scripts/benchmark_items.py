@@ -1,9 +1,9 @@
-from dataflex_rl.atomic import write_json, write_parquet
-from dataflex_rl.benchmarks.loaders import local_source
-from dataflex_rl.job_log import job_log
-from dataflex_rl.tasks.corpus import benchmark_items
-from dataflex_rl.tasks.validation import validated_benchmark_items
-from dataflex_rl.tasks.validation_settings import ValidationSettings
+from dataflex_rl.artefacts.atomic import write_json, write_parquet
+from dataflex_rl.item_sources.loaders import local_source
+from dataflex_rl.artefacts.job_log import job_log
+from dataflex_rl.corpus.build import benchmark_items
+from dataflex_rl.corpus.validation import validated_benchmark_items
+from dataflex_rl.corpus.validation_settings import ValidationSettings
 
 with job_log(snakemake.log[0]):
     path = local_source(snakemake.params.path, snakemake.params.hub_fallback)

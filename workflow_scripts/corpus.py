@@ -1,7 +1,7 @@
-from dataflex_rl.atomic import write_json, write_parquet
-from dataflex_rl.job_log import job_log
-from dataflex_rl.tasks.corpus import build_corpus
-from dataflex_rl.tasks.validation_settings import ValidationSettings
+from dataflex_rl.artefacts.atomic import write_json, write_parquet
+from dataflex_rl.artefacts.job_log import job_log
+from dataflex_rl.corpus.build import build_corpus
+from dataflex_rl.corpus.validation_settings import ValidationSettings
 
 with job_log(snakemake.log[0]):
     p = snakemake.params

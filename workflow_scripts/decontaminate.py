@@ -1,5 +1,5 @@
-from dataflex_rl.decontam import decontaminate_files
-from dataflex_rl.job_log import job_log
+from dataflex_rl.corpus.decontam import decontaminate_files
+from dataflex_rl.artefacts.job_log import job_log
 
 with job_log(snakemake.log[0]):
     decontaminate_files(

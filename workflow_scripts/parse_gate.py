@@ -1,8 +1,8 @@
 import pandas as pd
 
-from dataflex_rl.atomic import write_json
-from dataflex_rl.job_log import job_log
-from dataflex_rl.provenance import plain_input
+from dataflex_rl.artefacts.atomic import write_json
+from dataflex_rl.artefacts.job_log import job_log
+from dataflex_rl.artefacts.provenance import plain_input
 from dataflex_rl.verify.parse_gate import check_base_parse_rates
 
 with job_log(snakemake.log[0]):

@@ -1,9 +1,9 @@
 import json
 from pathlib import Path
 
-from dataflex_rl.atomic import write_json
-from dataflex_rl.job_log import job_log
-from dataflex_rl.tasks.quarantine_gate import check_quarantine
+from dataflex_rl.artefacts.atomic import write_json
+from dataflex_rl.artefacts.job_log import job_log
+from dataflex_rl.corpus.quarantine_gate import check_quarantine
 
 with job_log(snakemake.log[0]):
     audit = json.loads(Path(snakemake.input.audit).read_text())

@@ -1,8 +1,8 @@
-from dataflex_rl.atomic import write_parquet
-from dataflex_rl.job_log import job_log
-from dataflex_rl.package_versions import package_versions
-from dataflex_rl.provenance import inputs_metadata
-from dataflex_rl.records import collect_records
+from dataflex_rl.artefacts.atomic import write_parquet
+from dataflex_rl.artefacts.job_log import job_log
+from dataflex_rl.records.package_versions import package_versions
+from dataflex_rl.artefacts.provenance import inputs_metadata
+from dataflex_rl.records.run_records import collect_records
 
 with job_log(snakemake.log[0]):
     scores = {}

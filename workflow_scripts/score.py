@@ -1,5 +1,5 @@
-from dataflex_rl.jobs import score_run
-from dataflex_rl.job_log import job_log
+from dataflex_rl.study.jobs import score_run
+from dataflex_rl.artefacts.job_log import job_log
 
 with job_log(snakemake.log[0]):
     score_run(

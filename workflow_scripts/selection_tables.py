@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from dataflex_rl.job_log import job_log
+from dataflex_rl.artefacts.job_log import job_log
 from dataflex_rl.report.run_metrics import read_run_metrics
 from dataflex_rl.report.selection import selection_composition, selection_overhead, selection_rounds
 from dataflex_rl.report.tables import write_table

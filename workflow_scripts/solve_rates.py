@@ -1,5 +1,5 @@
-from dataflex_rl.jobs import measure_base_solve_rates
-from dataflex_rl.job_log import job_log
+from dataflex_rl.study.jobs import measure_base_solve_rates
+from dataflex_rl.artefacts.job_log import job_log
 
 with job_log(snakemake.log[0]):
     measure_base_solve_rates(

@@ -1,6 +1,6 @@
-from dataflex_rl.job_log import job_log
-from dataflex_rl.provenance import plain_input, write_provenance
-from dataflex_rl.records_import import load_records
+from dataflex_rl.artefacts.job_log import job_log
+from dataflex_rl.artefacts.provenance import plain_input, write_provenance
+from dataflex_rl.records.imported import load_records
 from dataflex_rl.report.regenerate import regenerate
 
 with job_log(snakemake.log[0]):

@@ -1,4 +1,4 @@
-from dataflex_rl.job_log import job_log
+from dataflex_rl.artefacts.job_log import job_log
 from dataflex_rl.report.figures import training_curves, training_curves_plot
 from dataflex_rl.report.run_metrics import read_run_metrics
 

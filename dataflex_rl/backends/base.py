@@ -1,10 +1,10 @@
 """The backend seam: what a backend must provide (the registry that finds one by name: dataflex_rl.backends.registry).
 
-A backend builds (or loads) a base model, trains one run with the shared data policies (dataflex_rl.policy_driver)
+A backend builds (or loads) a base model, trains one run with the shared data policies (dataflex_rl.policies.driver)
 and generates answers for scoring; everything around that — input verification, provenance, resumable-state keys,
-verdicts, records — is backend-neutral (dataflex_rl.jobs, dataflex_rl.evaluate). The seam has two parts: what the
+verdicts, records — is backend-neutral (dataflex_rl.study.jobs, dataflex_rl.evaluate). The seam has two parts: what the
 dry run and the rules read while the DAG is built (`DryRunBackend`), and what a job runs (`RunBackend`), given the
-job's typed spec (`BaseModelJob`, `TrainJob`) and its token caps (dataflex_rl.tasks.token_caps.TokenCaps). Importing
+job's typed spec (`BaseModelJob`, `TrainJob`) and its token caps (dataflex_rl.corpus.token_caps.TokenCaps). Importing
 this module does not import torch; a backend imports it inside its run-time members.
 """
 from __future__ import annotations
@@ -14,9 +14,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Protocol, Sequence
 
-from dataflex_rl.methods import MethodSpec
-from dataflex_rl.recipe import GRPOSettings
-from dataflex_rl.tasks.token_caps import TokenCaps
+from dataflex_rl.policies.methods import MethodSpec
+from dataflex_rl.training.recipe import GRPOSettings
+from dataflex_rl.corpus.token_caps import TokenCaps
 
 if TYPE_CHECKING:  # the probe's module imports torch; the others would close an import circle
     from dataflex_rl.backends.model_spec import ModelSpec
@@ -72,7 +72,7 @@ class TrainJob:
 class BaseModelBuilder(Protocol):
     def __call__(self, job: BaseModelJob, *, corpus, out_dir, threads: int, token_caps: TokenCaps | None) -> None:
         """Build the base model from the corpus into `out_dir`, refusing a prompt or gold answer over `token_caps`
-        (dataflex_rl.tasks.training_fit) once the tokenizer exists."""
+        (dataflex_rl.corpus.training_fit) once the tokenizer exists."""
 
 
 class Merger(Protocol):
@@ -114,7 +114,7 @@ class DryRunBackend(Protocol):
                               resources: Mapping[str, Any], prompt_cap: Mapping[str, Any] | None,
                               selection: SelectionSize | None = None) -> list[str]:
         """Why a train job of `model` (at config key `key`) with these `training` settings, on prompts of up to
-        `prompt_cap` (dataflex_rl.tasks.training_fit; None where the backend caps its own), cannot run with its merged
+        `prompt_cap` (dataflex_rl.corpus.training_fit; None where the backend caps its own), cannot run with its merged
         `resources` on this backend. `selection`: the study's largest prompt-selection round
         (prompt_selection.candidates.SelectionSize: candidates and rollouts per prompt), None without one."""
 
@@ -135,7 +135,7 @@ class DryRunBackend(Protocol):
 
 
 class RunBackend(Protocol):
-    """What the jobs run (dataflex_rl.jobs). A member that is None is a step the backend has no part in, and the rules
+    """What the jobs run (dataflex_rl.study.jobs). A member that is None is a step the backend has no part in, and the rules
     plan no job for it: `build_base_model` None, the backend loads `models.<m>.path` (no rule base_model); `merge`
     None, a trained run's model directory is scored as written (no rule merge); `open_probe` None, the backend runs no
     prompt selection (refused at dry run)."""
@@ -149,7 +149,7 @@ class RunBackend(Protocol):
         """Train one run from `base` (None: the backend loads `path`); write the final model directory and the per-step
         metrics; return what the run ran with that its settings do not fix, for the `runtime` of its provenance
         record ({} for nothing; verl: the attention kernel). Before the first step the corpus must fit the run
-        (dataflex_rl.tasks.training_fit: one step's prompts, each within `token_caps.prompt`). `gpus`: the train job's
+        (dataflex_rl.corpus.training_fit: one step's prompts, each within `token_caps.prompt`). `gpus`: the train job's
         `gpu` resource (0 where it has none)."""
 
     def open_generator(self, model: Mapping[str, Any], *, model_dir, threads: int, gpus: int) -> Generator:

@@ -1,7 +1,7 @@
 """Whether a score job's benchmarks fit its model, checked at the job's start, where the tokenizer exists: every
 item's prompt, in tokens after its template, within the benchmark prompt-token cap (by default what the positions
 leave beside an answer of evaluation.max_new_tokens: what the score job's memory estimate assumes), and every gold
-answer within the answer-token cap. Gates, as for the training corpus (dataflex_rl.tasks.training_fit): the items
+answer within the answer-token cap. Gates, as for the training corpus (dataflex_rl.corpus.training_fit): the items
 were validated and counted when they were loaded, so an item over a cap stops the job, naming the benchmark, the
 items and their lengths, rather than leaving the benchmark's denominator. Torch-free: the generator's tokenizer
 counts.
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping
 
-from dataflex_rl.tasks.prompting import render_item_prompt
-from dataflex_rl.tasks.token_caps import (CappedText, TokenCaps, answer_lengths, answer_token_cap, check_token_cap,
+from dataflex_rl.corpus.prompting import render_item_prompt
+from dataflex_rl.corpus.token_caps import (CappedText, TokenCaps, answer_lengths, answer_token_cap, check_token_cap,
                                           token_cap)
-from dataflex_rl.tasks.validation_settings import ValidationSettings
+from dataflex_rl.corpus.validation_settings import ValidationSettings
 
 if TYPE_CHECKING:  # the rules import this module while the DAG is built, which must not load pandas
     import pandas as pd

@@ -7,11 +7,11 @@ import sys
 
 import pandas as pd
 
-from dataflex_rl.atomic import write_parquet
+from dataflex_rl.artefacts.atomic import write_parquet
 from dataflex_rl.evaluate import shards
 from dataflex_rl.evaluate.benchmark_fit import check_benchmark_tokens
-from dataflex_rl.tasks.prompting import render_item_prompt
-from dataflex_rl.tasks.token_caps import TokenCaps
+from dataflex_rl.corpus.prompting import render_item_prompt
+from dataflex_rl.corpus.token_caps import TokenCaps
 from dataflex_rl.verify.verifiers import get_verifier
 
 

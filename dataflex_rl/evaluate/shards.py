@@ -3,7 +3,7 @@
 Snakemake deletes every declared output of a failed job, so a job that fails on its fifth benchmark would rescore
 the first four on retry. Each finished benchmark is therefore also written as a shard in `.state/` beside the outputs
 (like a training run's state dir, not a declared output). A shard's name carries its key, the state key of the
-benchmark's settings slice and its inputs' digests (dataflex_rl.provenance.state_key), so a stale shard is never
+benchmark's settings slice and its inputs' digests (dataflex_rl.artefacts.provenance.state_key), so a stale shard is never
 reused. A job removes its benchmarks' shards once all its outputs are written, so a later rerun (after a
 verifier fix, say) scores afresh.
 """
@@ -14,8 +14,8 @@ import os
 import shutil
 from pathlib import Path
 
-from dataflex_rl.atomic import atomic_path, remove_partial_writes
-from dataflex_rl.provenance import STATE_KEY_LENGTH
+from dataflex_rl.artefacts.atomic import atomic_path, remove_partial_writes
+from dataflex_rl.artefacts.provenance import STATE_KEY_LENGTH
 
 STATE = ".state"
 

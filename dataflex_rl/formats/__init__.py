@@ -3,8 +3,8 @@
 An item's `answer_format` names one of FORMATS. Its module has the extractor (what the format reads in a response),
 the verifier, the surface forms calibration writes the gold and wrong answers in, the gold check of row validation
 and, for the real benchmarks, the prompt template; `FORMAT` (an AnswerFormat) declares them. Verifier calibration
-(dataflex_rl.verify.calibration), row validation (dataflex_rl.tasks.validation), prompt rendering
-(dataflex_rl.tasks.prompting) and scoring read the format from here. docs/benchmarks.md says how to add one.
+(dataflex_rl.verify.calibration), row validation (dataflex_rl.corpus.validation), prompt rendering
+(dataflex_rl.corpus.prompting) and scoring read the format from here. docs/benchmarks.md says how to add one.
 """
 from __future__ import annotations
 

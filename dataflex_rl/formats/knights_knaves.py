@@ -7,7 +7,7 @@ from typing import Mapping, Sequence
 
 from dataflex_rl.formats.base import AnswerFormat, Verdict
 from dataflex_rl.formats.forms import SWAPS
-from dataflex_rl.items import item_metadata
+from dataflex_rl.artefacts.items import item_metadata
 
 TEMPLATE = ("{question}\n\nReason step by step. Then write \"CONCLUSION:\" and, for every inhabitant, one sentence of "
             "the form \"X is a knight\" or \"X is a knave\".")

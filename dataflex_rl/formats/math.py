@@ -16,7 +16,7 @@ from typing import Mapping
 from dataflex_rl.formats.base import AnswerFormat, Verdict
 from dataflex_rl.formats.extract import answer_candidates, plain
 from dataflex_rl.formats.forms import perturbed
-from dataflex_rl.items import item_metadata
+from dataflex_rl.artefacts.items import item_metadata
 
 TEMPLATE = "{question}\n\nPlease reason step by step, and put your final answer within \\boxed{{}}."
 

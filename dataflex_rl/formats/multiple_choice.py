@@ -8,7 +8,7 @@ from typing import Mapping, Sequence
 from dataflex_rl.formats.base import AnswerFormat, Verdict
 from dataflex_rl.formats.extract import (ANSWER_MARKER, TEXT_WRAPPER, answer_candidates, final_answer_text, plain,
                                          single_line)
-from dataflex_rl.items import LETTERS, item_metadata
+from dataflex_rl.artefacts.items import LETTERS, item_metadata
 
 TEMPLATE = ("{question}\n\n{options}\n\nAnswer with the letter of the correct option. Reason step by step, then finish "
             "with \"The answer is (X)\", where X is that letter.")

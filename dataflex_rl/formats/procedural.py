@@ -9,7 +9,7 @@ from typing import Callable, Mapping
 from dataflex_rl.formats.base import NO_ANSWER, AnswerFormat, Verdict
 from dataflex_rl.formats.extract import final_answer_text
 from dataflex_rl.formats.forms import answer_lines, perturbed
-from dataflex_rl.items import item_metadata
+from dataflex_rl.artefacts.items import item_metadata
 
 FULL_CREDIT = 1.0
 

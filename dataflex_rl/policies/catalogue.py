@@ -4,7 +4,7 @@ control it is compared against, and every family's record (`Family`) — plain d
 It is the one declaration of a policy: an implementation registers under its name and takes everything else from
 here (registry.py refuses a name without an entry), the registry builds a policy from the parameters resolved and
 checked here, and the study config is validated against the same entries at dry-run time without importing torch
-(dataflex_rl.config_checks).
+(dataflex_rl.study.config_checks).
 """
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from dataclasses import dataclass, fields
 from enum import Enum, StrEnum
 from typing import Any, Callable, Mapping
 
-from dataflex_rl.layout import SELECTION_TABLES
-from dataflex_rl.step_draws import repeated_draw_problem
+from dataflex_rl.artefacts.layout import SELECTION_TABLES
+from dataflex_rl.training.step_draws import repeated_draw_problem
 
 PAPER = "paper"
 RELEASED = "dataflex_released"
@@ -192,7 +192,7 @@ _PROMPT_SELECTION_OPTIONS = (
 
 
 class Role(Enum):
-    """What the policy of a family does in the policy driver (dataflex_rl/policy_driver.py), each step."""
+    """What the policy of a family does in the policy driver (dataflex_rl/policies/driver.py), each step."""
 
     RESPONSE_POLICY = "weighs the responses of the prompts the prompt stream draws"
     MIXTURE = "steers the prompt stream's domain probabilities; the responses are kept as sampled"

@@ -1,5 +1,5 @@
 """The regime transforms' parameters and checks, without their implementations: torch- and pandas-free, so that
-the dry run (dataflex_rl.study, dataflex_rl.campaign_checks) pays nothing for them. `registry.apply_regime` runs a
+the dry run (dataflex_rl.study.resolved, dataflex_rl.study.campaign_checks) pays nothing for them. `registry.apply_regime` runs a
 transform.
 
 `TransformSpec.check(params, domains_available)` is what a dry run calls: every problem of a regime's parameters
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from numbers import Real
 from typing import Any, Mapping, Sequence
 
-from dataflex_rl.suggest import did_you_mean
+from dataflex_rl.config.suggest import did_you_mean
 
 _REQUIRED = object()
 

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from dataflex_rl.evaluate.scoring import score_items
-from dataflex_rl.items import item_metadata
+from dataflex_rl.artefacts.items import item_metadata
 from dataflex_rl.regimes.record import kept_or_dropped, rows_per_domain
 from dataflex_rl.regimes.sampling import pool_at_share
 

@@ -15,7 +15,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from dataflex_rl.items import item_metadata
+from dataflex_rl.artefacts.items import item_metadata
 from dataflex_rl.regimes.record import RECORD_COLUMNS, rows_per_domain
 from dataflex_rl.regimes.shares import rounded
 

@@ -6,7 +6,7 @@ from typing import Any, Callable, Mapping
 
 import pandas as pd
 
-from dataflex_rl.items import CORPUS_COLUMNS
+from dataflex_rl.artefacts.items import CORPUS_COLUMNS
 from dataflex_rl.regimes.catalogue import REGIMES, regime_errors
 from dataflex_rl.regimes.label_noise import label_noise
 from dataflex_rl.regimes.low_utility import low_utility

@@ -9,7 +9,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from dataflex_rl.atomic import atomic_path
+from dataflex_rl.artefacts.atomic import atomic_path
 
 
 FOREST_DPI = 150

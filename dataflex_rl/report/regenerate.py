@@ -14,7 +14,7 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from dataflex_rl.layout import UNTRAINED
+from dataflex_rl.artefacts.layout import UNTRAINED
 from dataflex_rl.report.figures import domain_heatmap, forest_plot, seed_sufficiency_plot, spearman_heatmap
 from dataflex_rl.report.outputs import TABLES
 from dataflex_rl.report.tables import write_table

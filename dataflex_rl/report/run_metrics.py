@@ -1,7 +1,7 @@
 """The runs' per-step metrics as the training-curves figure and the selection tables read them.
 
 Each file is checked against its run's train provenance record before it is read — the check the audit makes
-(dataflex_rl.provenance.damage), restricted to the metrics so that a run's model is not hashed — so an edited or
+(dataflex_rl.artefacts.provenance.damage), restricted to the metrics so that a run's model is not hashed — so an edited or
 damaged metrics file is refused with its path instead of plotted.
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
-from dataflex_rl.provenance import verified_input
+from dataflex_rl.artefacts.provenance import verified_input
 
 
 def read_run_metrics(runs: Iterable[Mapping[str, Any]]) -> pd.DataFrame:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dataflex_rl.atomic import write_csv, write_text
+from dataflex_rl.artefacts.atomic import write_csv, write_text
 
 MISSING = "—"
 

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from dataflex_rl.layout import UNTRAINED
+from dataflex_rl.artefacts.layout import UNTRAINED
 
 POINTS = 100.0  # summaries are in [0, 1]; comparison tables are in percentage points
 # How a method's seeds meet its control's: "paired" (the protocol; unmatched seeds are an error), "shared_seeds"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dataflex_rl.layout import UNTRAINED
+from dataflex_rl.artefacts.layout import UNTRAINED
 
 FLAG_COLUMNS = ["model", "method", "seed", "run_id", "benchmark", "domain", "parse_rate", "score", "action"]
 EXCLUDED = "excluded: flagged in every trained run of the model"

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, stats
 
-from dataflex_rl.layout import UNTRAINED
+from dataflex_rl.artefacts.layout import UNTRAINED
 from dataflex_rl.stats.paired import UnmatchedSeedsError
 
 

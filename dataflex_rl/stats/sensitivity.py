@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from dataflex_rl.layout import UNTRAINED
+from dataflex_rl.artefacts.layout import UNTRAINED
 from dataflex_rl.stats.paired import POINTS
 from dataflex_rl.stats.summaries import summary_columns
 

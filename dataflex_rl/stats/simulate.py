@@ -10,9 +10,9 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from dataflex_rl.benchmarks.registry import PAPER_BENCHMARKS, get_benchmark
-from dataflex_rl.layout import UNTRAINED, run_id
-from dataflex_rl.records import RECORD_COLUMNS
+from dataflex_rl.item_sources.registry import PAPER_BENCHMARKS, get_benchmark
+from dataflex_rl.artefacts.layout import UNTRAINED, run_id
+from dataflex_rl.records.run_records import RECORD_COLUMNS
 
 
 def simulate_records(models: Sequence[str], methods: Sequence[str], seeds: Sequence[int], *,

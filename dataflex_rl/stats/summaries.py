@@ -2,7 +2,7 @@
 
 DB (the mean of the domain means) is the headline because it weights math, logic and science equally however many
 benchmarks each has; Macro (mean over benchmarks) and Item (pooled items; the only summary that reads the counts,
-inferred ones for imported records: dataflex_rl.records) are kept beside it to show how much the choice of summary
+inferred ones for imported records: dataflex_rl.records.run_records) are kept beside it to show how much the choice of summary
 moves a ranking. Math-Heavy (the math benchmarks plus GPQA-Diamond, the authors' six-benchmark
 average) is the summary the paper's own tables used. Scores stay in [0, 1] here; report tables convert to points.
 """
@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from dataflex_rl.records import validate_records
+from dataflex_rl.records.run_records import validate_records
 
 RUN_KEYS = ["model", "method", "seed", "run_id"]
 SUMMARY_PREFIXES = ("DB-", "Macro-", "Item-", "Math-Heavy-")
@@ -26,7 +26,7 @@ def summary_columns(summaries: pd.DataFrame) -> list[str]:
 
 def math_heavy_benchmarks(records: pd.DataFrame) -> list[str]:
     """The math-domain benchmarks plus GPQA-Diamond (or the registry stand-in for it); empty if either is absent."""
-    from dataflex_rl.benchmarks.registry import REGISTRY
+    from dataflex_rl.item_sources.registry import REGISTRY
 
     names = list(pd.unique(records["benchmark"]))
     math = [b for b in names if (records.loc[records["benchmark"] == b, "domain"] == "math").all()]

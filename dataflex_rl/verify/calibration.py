@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dataflex_rl.benchmarks.registry import REGISTRY
+from dataflex_rl.item_sources.registry import REGISTRY
 from dataflex_rl.formats import get_format
 from dataflex_rl.verify.verifiers import get_verifier
 

@@ -29,10 +29,10 @@ from dataflex_rl.backends.verl.launch import METRICS_GLOB, VERL_METRICS, read_ve
 from dataflex_rl.backends.verl.scoring import VllmGenerator
 from dataflex_rl.backends.verl.trainer import DEBUG_DUMP_VARIABLE, DUMPED_FIELDS
 from dataflex_rl.evaluate.scoring import score_items
-from dataflex_rl.jobs import merge_run, train_run
-from dataflex_rl.layout import PROVENANCE
-from dataflex_rl.study import Study
-from dataflex_rl.tasks.corpus import benchmark_items, build_corpus
+from dataflex_rl.study.jobs import merge_run, train_run
+from dataflex_rl.artefacts.layout import PROVENANCE
+from dataflex_rl.study.resolved import Study
+from dataflex_rl.corpus.build import benchmark_items, build_corpus
 
 REPO = Path(__file__).resolve().parents[2]
 # head dim 64 (vLLM's attention kernels take it); positions for vLLM's 1024 prompt tokens + the answer; 2 heads and

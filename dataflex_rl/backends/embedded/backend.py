@@ -11,12 +11,12 @@ from dataflex_rl.backends.base import BaseModelJob, TrainJob
 from dataflex_rl.backends.embedded.memory import parameter_count, score_peak_mb, train_peak_mb
 from dataflex_rl.prompt_selection.candidates import SelectionSize
 from dataflex_rl.backends.embedded.settings import ModelShape, WarmupSettings
-from dataflex_rl.recipe import GRPOSettings
-from dataflex_rl.sections import filled
-from dataflex_rl.tasks.token_caps import TokenCaps
+from dataflex_rl.training.recipe import GRPOSettings
+from dataflex_rl.config.sections import filled
+from dataflex_rl.corpus.token_caps import TokenCaps
 
 if TYPE_CHECKING:
-    from dataflex_rl.methods import MethodSpec
+    from dataflex_rl.policies.methods import MethodSpec
     from dataflex_rl.backends.model_spec import ModelSpec
     from dataflex_rl.evaluate.settings import EvaluationSettings
 
@@ -100,7 +100,7 @@ class EmbeddedBackend:
                               resources: Mapping[str, Any], prompt_cap: Mapping[str, Any] | None,
                               selection: SelectionSize | None = None) -> list[str]:
         """The train job's `mem_mb` against its estimated peak, with every prompt at `prompt_cap`, the longest its
-        corpus is let through (dataflex_rl.tasks.training_fit), and the study's largest prompt-selection round."""
+        corpus is let through (dataflex_rl.corpus.training_fit), and the study's largest prompt-selection round."""
         shape = ModelShape(**model.shape)
         estimate = train_peak_mb(shape, training.prompts_per_step, training.rollouts, training.max_new_tokens,
                                  prompt_cap["tokens"], selection)

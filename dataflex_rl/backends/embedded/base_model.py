@@ -11,16 +11,16 @@ from dataflex_rl.backends.embedded.model import build_model, save_model, train_t
 from dataflex_rl.backends.embedded.settings import ModelShape, WarmupSettings
 from dataflex_rl.backends.embedded.sequences import encode_prompts
 from dataflex_rl.backends.embedded.warmup import supervised_warmup
-from dataflex_rl.tasks.prompting import render_prompt, render_target
-from dataflex_rl.tasks.token_caps import TokenCaps, answer_lengths, check_token_cap
-from dataflex_rl.tasks.training_fit import TRAINING_ANSWERS, TRAINING_PROMPTS
+from dataflex_rl.corpus.prompting import render_prompt, render_target
+from dataflex_rl.corpus.token_caps import TokenCaps, answer_lengths, check_token_cap
+from dataflex_rl.corpus.training_fit import TRAINING_ANSWERS, TRAINING_PROMPTS
 
 
 def build_base_model(corpus_path, out_dir, shape: ModelShape, warmup: WarmupSettings, template: str,
                      threads: int = 1, progress: bool = True, token_caps: TokenCaps | None = None) -> None:
-    """Write the base model into `out_dir` (the job makes it appear atomically: dataflex_rl.jobs). A corpus prompt
+    """Write the base model into `out_dir` (the job makes it appear atomically: dataflex_rl.study.jobs). A corpus prompt
     longer than `token_caps.prompt` tokens, or a gold answer longer than `token_caps.answer`
-    (dataflex_rl.tasks.training_fit), is
+    (dataflex_rl.corpus.training_fit), is
     refused as soon as the tokenizer exists, before the warm-up trains on it."""
     torch.set_num_threads(threads)
     corpus = pd.read_parquet(corpus_path)

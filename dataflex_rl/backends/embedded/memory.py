@@ -2,7 +2,7 @@
 shape, the batch and the lengths, so that a batch that cannot fit in the job's `mem_mb` is refused before it starts.
 
 Every prompt is taken at the longest a job accepts: a train job's at the prompt-token cap that its corpus is checked
-against before the first step (dataflex_rl.tasks.training_fit; default max_position_embeddings − max_new_tokens), a
+against before the first step (dataflex_rl.corpus.training_fit; default max_position_embeddings − max_new_tokens), a
 score job's at the prompt-token cap its benchmarks are checked against at its start (dataflex_rl.evaluate.benchmark_fit;
 default max_position_embeddings − evaluation.max_new_tokens). The estimate thus bounds the worst batch a corpus or a
 benchmark can send, and the model's buffers are counted as if all were alive at once. Float32 throughout,

@@ -1,5 +1,5 @@
 """The embedded backend's model settings, with their defaults: torch-free, so that the study resolves them at
-dry-run time (dataflex_rl.study)."""
+dry-run time (dataflex_rl.study.resolved)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

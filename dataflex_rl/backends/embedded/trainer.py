@@ -4,7 +4,7 @@ optimiser step per batch (ppo_mini_batch_size == train_batch_size, so old log-pr
 Everything that makes the run resumable — model, optimiser, the sampling generator and torch's global RNG, prompt
 stream (with its domain RNG), mixture state, a prompt selection's round and the metrics so far — is written atomically into one checkpoint file
 every `checkpoint_every` steps, so a run killed at any point and rerun ends bit-identical to an uninterrupted one
-(tests/test_fault_injection.py kills it for real at each point of `dataflex_rl.faults`). No code path of a step draws
+(tests/test_fault_injection.py kills it for real at each point of `dataflex_rl.training.faults`). No code path of a step draws
 from Python's or numpy's global RNG: the prompt stream owns its `random.Random`s and the matched-random control of a
 selection derives its generator from the seed and the batch's prompt ids.
 
@@ -29,24 +29,24 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from dataflex_rl import grpo
-from dataflex_rl.faults import FaultPlan
-from dataflex_rl.recipe import GRPOSettings
-from dataflex_rl.atomic import atomic_directory, atomic_path, remove_partial_writes, write_parquet
+from dataflex_rl.training import grpo
+from dataflex_rl.training.faults import FaultPlan
+from dataflex_rl.training.recipe import GRPOSettings
+from dataflex_rl.artefacts.atomic import atomic_directory, atomic_path, remove_partial_writes, write_parquet
 from dataflex_rl.backends.base import ProbeOpener
 from dataflex_rl.backends.embedded.generation import decode_from, left_pad, response_texts
 from dataflex_rl.backends.embedded.model import load_model
 from dataflex_rl.backends.embedded.rewards import rollout_rewards
 from dataflex_rl.backends.embedded.sequences import (continuation_logprobs, encode_prompts, prefill,
                                                      response_logprobs)
-from dataflex_rl.policy_driver import PolicyDriver
+from dataflex_rl.policies.driver import PolicyDriver
 from dataflex_rl.prompt_selection.selector import RowLabels
 from dataflex_rl.regimes.low_utility import is_easy
 from dataflex_rl.regimes.noisy_rewards import noisy_reward_p
-from dataflex_rl.methods import MethodSpec
-from dataflex_rl.tasks.prompting import render_prompt
-from dataflex_rl.tasks.token_caps import TokenCaps, check_token_cap
-from dataflex_rl.tasks.training_fit import TRAINING_PROMPTS, check_prompts_per_step
+from dataflex_rl.policies.methods import MethodSpec
+from dataflex_rl.corpus.prompting import render_prompt
+from dataflex_rl.corpus.token_caps import TokenCaps, check_token_cap
+from dataflex_rl.corpus.training_fit import TRAINING_PROMPTS, check_prompts_per_step
 
 
 def _batch_health(rewards: torch.Tensor, token_mask: torch.Tensor) -> dict[str, str]:
@@ -121,13 +121,13 @@ class EmbeddedGRPOTrainer:
         self.save_atomically(self.state_dict(), path, fault_point="checkpoint_write")
 
     def save_atomically(self, obj, path: Path, fault_point: str) -> None:
-        """torch.save through `atomic_path`; `fault_point` names the write for `dataflex_rl.faults`."""
+        """torch.save through `atomic_path`; `fault_point` names the write for `dataflex_rl.training.faults`."""
         with atomic_path(path) as tmp, open(tmp, "wb") as handle:
             torch.save(obj, self.fault.writer(handle, fault_point, self.step))
 
     def _restore(self, state: dict, path: Path) -> None:
         """Resume from the checkpoint loaded from `path`; the caller keys the state folder by the run's settings and
-        inputs (dataflex_rl.jobs.training_state), so a checkpoint found there belongs to this configuration."""
+        inputs (dataflex_rl.study.jobs.training_state), so a checkpoint found there belongs to this configuration."""
         self.threads = self._resumed_threads(state, path)
         self.model.load_state_dict(state["model"])
         self.optimiser.load_state_dict(state["optimiser"])
@@ -309,7 +309,7 @@ def train_run(base_dir, corpus_path, method: MethodSpec, seed: int, settings: GR
     """Train one (model, method, seed) run; write its final model directory (Hugging Face layout, loadable by
     transformers or vLLM like the base) and its per-step metrics, each atomically; return the thread count its steps
     were trained with. Before the first step, the corpus the run trains on must hold one step's prompts, each within
-    `token_caps.prompt` tokens (dataflex_rl.tasks.training_fit)."""
+    `token_caps.prompt` tokens (dataflex_rl.corpus.training_fit)."""
     torch.set_num_threads(threads)
     corpus = pd.read_parquet(corpus_path)
     check_prompts_per_step(len(corpus), settings.prompts_per_step, str(corpus_path))

@@ -13,7 +13,7 @@ from tqdm import tqdm
 from dataflex_rl.backends.embedded.generation import left_pad
 from dataflex_rl.backends.embedded.settings import WarmupSettings
 from dataflex_rl.backends.embedded.sequences import encode_prompts, response_logprobs
-from dataflex_rl.tasks.prompting import render_prompt, render_target
+from dataflex_rl.corpus.prompting import render_prompt, render_target
 
 
 def right_pad(sequences: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -14,9 +14,9 @@ from dataflex_rl.backends.base import TrainJob
 from dataflex_rl.backends.verl.model_source import model_path_errors, model_path_notes
 from dataflex_rl.backends.verl.model_heads import model_heads, tensor_parallel_problem
 from dataflex_rl.backends.verl.rollout import RESULT_SETTINGS, RolloutSettings
-from dataflex_rl.recipe import GRPOSettings
-from dataflex_rl.sections import filled
-from dataflex_rl.tasks.token_caps import TokenCaps
+from dataflex_rl.training.recipe import GRPOSettings
+from dataflex_rl.config.sections import filled
+from dataflex_rl.corpus.token_caps import TokenCaps
 
 if TYPE_CHECKING:
     from dataflex_rl.prompt_selection.candidates import SelectionSize
@@ -44,7 +44,7 @@ JOB_RESOURCES = {
 
 
 # The stop tokens as the dry run names them: the score job reads them from the checkpoint's tokenizer
-# (dataflex_rl.tasks.turn_end.stop_token_ids).
+# (dataflex_rl.corpus.turn_end.stop_token_ids).
 STOP_PLACEHOLDER = ["<eos>", "<chat template's turn end>"]
 # the model's rollout settings in the summary's train command: they vary per model
 ROLLOUT_PLACEHOLDERS = RolloutSettings(**{name: f"<models.<m>.rollout.{name}>" for name in asdict(RolloutSettings())})

@@ -1,5 +1,5 @@
 """The training corpus in verl's parquet schema: one row per corpus row, in the corpus's order, so that the policy
-driver's row indices (dataflex_rl.policy_driver) and `extra_info.row` name the same prompt.
+driver's row indices (dataflex_rl.policies.driver) and `extra_info.row` name the same prompt.
 
 The prompt is the study's `prompt_template` filled with the question, as one user message: verl renders it through the
 model's chat template (data.return_raw_chat), as the embedded backend does with `render_prompt` and its tokenizer.
@@ -11,9 +11,9 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from dataflex_rl.atomic import write_parquet
+from dataflex_rl.artefacts.atomic import write_parquet
 from dataflex_rl.regimes.noisy_rewards import noisy_reward_p
-from dataflex_rl.tasks.prompting import render_prompt
+from dataflex_rl.corpus.prompting import render_prompt
 
 VERL_COLUMNS = ("data_source", "prompt", "ability", "reward_model", "extra_info", "domain")
 

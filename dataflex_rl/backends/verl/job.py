@@ -12,8 +12,8 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from dataflex_rl.atomic import atomic_path
-from dataflex_rl.methods import MethodSpec
+from dataflex_rl.artefacts.atomic import atomic_path
+from dataflex_rl.policies.methods import MethodSpec
 
 # the top-level Hydra block the trainer reads (`+dataflex_rl.job_file=...`)
 CONFIG_BLOCK = "dataflex_rl"

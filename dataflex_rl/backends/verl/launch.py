@@ -18,7 +18,7 @@ from typing import NamedTuple, Sequence
 
 import pandas as pd
 
-from dataflex_rl.atomic import atomic_directory, remove_partial_writes, write_parquet
+from dataflex_rl.artefacts.atomic import atomic_directory, remove_partial_writes, write_parquet
 from dataflex_rl.backends.verl.checkpoints import remove_superseded_checkpoints
 from dataflex_rl.backends.verl.dataset import write_verl_corpus
 from dataflex_rl.backends.verl.job import VerlRunJob
@@ -26,10 +26,10 @@ from dataflex_rl.backends.verl.overrides import (DEFAULT_PROMPT_TOKENS, RunFiles
                                                  verl_command)
 from dataflex_rl.backends.verl.rollout_stops import write_rollout_generation_config
 from dataflex_rl.backends.verl.rollout import RolloutSettings
-from dataflex_rl.methods import MethodSpec
-from dataflex_rl.recipe import GRPOSettings
-from dataflex_rl.tasks.token_caps import TokenCaps
-from dataflex_rl.tasks.training_fit import check_prompts_per_step
+from dataflex_rl.policies.methods import MethodSpec
+from dataflex_rl.training.recipe import GRPOSettings
+from dataflex_rl.corpus.token_caps import TokenCaps
+from dataflex_rl.corpus.training_fit import check_prompts_per_step
 
 POLICY_PREFIX = "dataflex/"  # the trainer's policy-driver columns in verl's metrics (PolicyDriver.metrics)
 # our metrics column ← verl 0.9.1's key (workers/utils/losses.py, trainer/ppo/metric_utils.py, v1/trainer_base.py).

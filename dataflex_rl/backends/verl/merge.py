@@ -1,6 +1,6 @@
 """The verl backend's merge (Backend.merge): a run's final FSDP checkpoint (the train job's model output) into a
 Hugging Face model directory that vLLM scores, through verl's own merger (`python -m verl.model_merger merge --backend
-fsdp`). The merge job around it (dataflex_rl.jobs.merge_run) verifies the checkpoint and writes the directory
+fsdp`). The merge job around it (dataflex_rl.study.jobs.merge_run) verifies the checkpoint and writes the directory
 atomically with its provenance record.
 """
 from __future__ import annotations

@@ -15,7 +15,7 @@ from typing import Sequence
 
 from dataflex_rl.backends.verl.job import CONFIG_BLOCK
 from dataflex_rl.backends.verl.rollout import RolloutSettings
-from dataflex_rl.recipe import GRPOSettings
+from dataflex_rl.training.recipe import GRPOSettings
 
 TRAINER_MODE = "dataflex_rl"  # the name the plugin registers its PPOTrainerSync subclass under
 REWARD_MODULE = "pkg://dataflex_rl.backends.verl.reward"  # pkg://: a file path would load a second module copy
@@ -73,7 +73,7 @@ def run_overrides(model_path: str, training: GRPOSettings, seed: int, *, gpus: i
     return [
         f"actor_rollout_ref.model.path={model_path}",
         *_attention(attention),
-        # the GRPO recipe (dataflex_rl.recipe): one update per batch, KL as a loss term, no entropy bonus
+        # the GRPO recipe (dataflex_rl.training.recipe): one update per batch, KL as a loss term, no entropy bonus
         "algorithm.adv_estimator=grpo",
         "algorithm.use_kl_in_reward=False",
         f"{rollout}.name=vllm",
@@ -90,7 +90,7 @@ def run_overrides(model_path: str, training: GRPOSettings, seed: int, *, gpus: i
         f"{actor}.entropy_coeff=0",
         f"{actor}.clip_ratio_low={training.clip_low}",
         f"{actor}.clip_ratio_high={training.clip_high}",
-        f"{actor}.clip_ratio_c=3.0",  # the dual clip, as dataflex_rl.grpo.ppo_clip_token_loss applies it
+        f"{actor}.clip_ratio_c=3.0",  # the dual clip, as dataflex_rl.training.grpo.ppo_clip_token_loss applies it
         # the FSDP engine clips with optim.clip_grad (verl: workers/engine/fsdp/transformer_impl.py:795-808);
         # actor.grad_clip is declared in verl 0.9.1's actor config but read nowhere
         f"{actor}.optim.clip_grad={training.grad_clip}",

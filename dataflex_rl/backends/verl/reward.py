@@ -16,7 +16,7 @@ from dataflex_rl.verify.verifiers import reward
 
 
 def row_item(ground_truth: str, extra_info: Mapping[str, Any]) -> dict[str, Any]:
-    """The verifier's item (dataflex_rl.items) rebuilt from a verl row."""
+    """The verifier's item (dataflex_rl.artefacts.items) rebuilt from a verl row."""
     return {"id": extra_info["id"], "domain": extra_info["domain"], "prompt": extra_info["question"],
             "answer": ground_truth,
             "answer_format": extra_info["answer_format"], "metadata": extra_info["metadata"]}

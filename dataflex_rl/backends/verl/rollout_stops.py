@@ -7,14 +7,14 @@ tokenizer's EOS and adds every `eos_token_id` of the engine's generation config 
 (vLLM: SamplingParams.update_from_generation_config); that config is read from the model folder, or from the folder
 given as `--generation-config`. verl forwards `actor_rollout_ref.rollout.engine_kwargs.vllm` to vLLM's server
 arguments verbatim (verl: vllm_async_server.py:287 and 349, made CLI flags at 456). So the train job writes the
-model's own generation config, its eos_token_id extended by dataflex_rl.tasks.turn_end.stop_token_ids, into the run's
+model's own generation config, its eos_token_id extended by dataflex_rl.corpus.turn_end.stop_token_ids, into the run's
 state folder, and the overrides point vLLM at it (dataflex_rl.backends.verl.overrides.GENERATION_CONFIG_KEY).
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from dataflex_rl.tasks.turn_end import stop_token_ids
+from dataflex_rl.corpus.turn_end import stop_token_ids
 
 
 def rollout_eos_ids(generation_eos, tokenizer) -> list[int]:

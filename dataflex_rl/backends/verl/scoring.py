@@ -4,7 +4,7 @@ The settings that decide a score are explicit, never vLLM's defaults: `LLM.gener
 generation_config (max_tokens 16) only without SamplingParams, and `max_model_len` would otherwise be the model's
 advertised context (KV memory for 32k+ tokens). Greedy output depends on the batch's composition unless vLLM runs
 batch-invariant (`VLLM_BATCH_INVARIANT=1`, read when vllm is imported). Prompts are rendered by the caller through
-the checkpoint tokenizer's chat template (dataflex_rl.tasks.prompting, as in training) and tokenized here as verl's
+the checkpoint tokenizer's chat template (dataflex_rl.corpus.prompting, as in training) and tokenized here as verl's
 dataset does (no special tokens added: the template has them), so the engine sees the training token ids.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 from typing import Any, Mapping, Sequence
 
 from dataflex_rl.backends.base import Answer
-from dataflex_rl.tasks.turn_end import stop_token_ids
+from dataflex_rl.corpus.turn_end import stop_token_ids
 
 BATCH_INVARIANT = "VLLM_BATCH_INVARIANT"
 # The prompt allowance beside the answer in max_model_len, as in the released evaluation (eval_benchmark.py:
@@ -39,7 +39,7 @@ def engine_arguments(model_path: str, *, max_new_tokens: int, gpus: int, seed: i
 def sampling_arguments(*, max_new_tokens: int, temperature: float, seed: int,
                        stop_token_ids: Sequence[int]) -> dict[str, Any]:
     """vllm.SamplingParams' arguments: one answer per prompt, greedy at temperature 0, no nucleus truncation, ending
-    at any of `stop_token_ids` (dataflex_rl.tasks.turn_end.stop_token_ids: EOS and the template's turn end; vLLM
+    at any of `stop_token_ids` (dataflex_rl.corpus.turn_end.stop_token_ids: EOS and the template's turn end; vLLM
     itself stops only at the tokenizer's EOS and the generation_config's eos_token_id)."""
     return {"temperature": temperature, "top_p": 1.0, "max_tokens": max_new_tokens, "n": 1, "seed": seed,
             "stop_token_ids": list(stop_token_ids)}

@@ -35,13 +35,13 @@ from verl.utils import tensordict_utils as tu
 from verl.utils.dataset.rl_dataset import collate_fn
 from verl.workers.utils.padding import response_to_nested
 
-from dataflex_rl.atomic import atomic_path
+from dataflex_rl.artefacts.atomic import atomic_path
 from dataflex_rl.backends.verl.checkpoints import remove_superseded_checkpoints
 from dataflex_rl.backends.verl.job import CONFIG_BLOCK, VerlRunJob
 from dataflex_rl.backends.verl.registration import check_registered
 from dataflex_rl.backends.verl.writeback import verl_loss_fields
 from dataflex_rl.policies import GroupBatch
-from dataflex_rl.policy_driver import PolicyDriver
+from dataflex_rl.policies.driver import PolicyDriver
 
 DRIVER_STATE_FILE = "dataflex_rl_driver.pt"  # in verl's global_step_N checkpoint folder
 METRICS_PREFIX = "dataflex/"

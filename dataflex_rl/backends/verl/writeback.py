@@ -2,7 +2,7 @@
 
 verl's loss (verl/workers/utils/losses.py::ppo_loss) is the clipped PG term times `rollout_is_weights`, aggregated over
 `response_mask`, plus kl_coef times the KL term aggregated over the same `response_mask`; the embedded loss
-(dataflex_rl.grpo.grpo_loss) is pg·PG + kl_coef·kl·KL over the token mask. So:
+(dataflex_rl.training.grpo.grpo_loss) is pg·PG + kl_coef·kl·KL over the token mask. So:
 - a token whose KL weight is 0 leaves `response_mask` (Eq. 1: a dropped response loses its PG and KL terms; with
   verl's `seq-mean-token-mean` and a global batch size of G·K it stays in the 1/(G·K) denominator, as in Eq. 1);
 - the PG weight of a token that keeps its KL (pg/kl, where kl is 1) becomes `rollout_is_weights`: 0/1 for the released
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from dataflex_rl.policy_driver import LossInputs
+from dataflex_rl.policies.driver import LossInputs
 
 
 @dataclass(frozen=True)
