@@ -24,8 +24,7 @@ from dataflex_rl.artefacts.provenance import DamagedArtefactError, damage, read_
 #                   Item one (and the efficiency table's per-item ratios) reads `score`
 #   counts_inferred false where n and correct were counted from scored items: then score = correct / n exactly.
 #                   True for records imported from a table that printed only scores (dataflex_rl.records.imported):
-# score
-#                   is the value as printed, n the benchmark size inferred from the printed values and correct the
+#                   score is the value as printed, n the benchmark size inferred from the printed values and correct the
 #                   count nearest score · n; validation checks |score · n - correct| <= 0.5 there instead
 #   mean_length     mean response length in tokens; mean_chars = mean response length in characters (the unit of the
 #                   efficiency table, comparable across tokenizers); parse_rate = share of responses whose answer could

@@ -149,8 +149,7 @@ class StudyFiles:
                 for method, seed, run in self.study.cell_runs(cell)
                 for bench in self.benchmarks]
 
-    # --- the gates a job still waits for (dataflex_rl.artefacts.gates.pending)
-    # -------------------------------------------
+    # --- the gates a job still waits for (dataflex_rl.artefacts.gates.pending) ---------------------------------
     def data_section(self, data: str) -> str:
         """The `data_validation` section of a quarantine gate's data (layout.CORPUS_DATA or a benchmark)."""
         return "corpus" if data == layout.CORPUS_DATA else "benchmarks"
