@@ -456,7 +456,8 @@ CASES = [
          ("resources of rule train: mem_mb=600 is below the estimated peak memory of a train job, 607 MB",
           "prompts up to 100 (data_validation.corpus.max_prompt_tokens) tokens"),
          args=("--set-resources", "train:mem_mb=600")),
-    # the prompt-token cap (dataflex_rl/corpus/training_fit.py) must leave a prompt and its response within the positions
+    # the prompt-token cap (dataflex_rl/corpus/training_fit.py) must leave a prompt and its response within
+    # the positions
     Case("prompt-token cap beyond the positions", _set("data_validation", {"corpus": {"max_prompt_tokens": 600}}),
          ("data_validation.corpus.max_prompt_tokens: 600 + training.max_new_tokens 4 > "
           "models.tiny-qwen2.shape.max_position_embeddings 512", "to at most 508")),

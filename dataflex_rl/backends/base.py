@@ -138,8 +138,8 @@ class DryRunBackend(Protocol):
 
 
 class RunBackend(Protocol):
-    """What the jobs run (dataflex_rl.study.jobs). A member that is None is a step the backend has no part in, and the rules
-    plan no job for it: `build_base_model` None, the backend loads `models.<m>.path` (no rule base_model); `merge`
+    """What the jobs run (dataflex_rl.study.jobs). A member that is None is a step the backend has no part in, and the
+    rules plan no job for it: `build_base_model` None, the backend loads `models.<m>.path` (no rule base_model); `merge`
     None, a trained run's model directory is scored as written (no rule merge); `open_probe` None, the backend runs no
     prompt selection (refused at dry run)."""
 

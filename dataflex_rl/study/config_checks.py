@@ -3,9 +3,9 @@
 Two steps, so that the config is read once. `shape_errors` checks the raw config: the JSON schema
 (config/schema.yaml) with messages that name the key, the bad value and the fix (a misspelt key gets a did-you-mean),
 then the names a study is resolved from (each method's policy, each regime's transform). A config that passes it
-resolves to a `Study` (dataflex_rl.study.resolved), and `study_errors` checks that: the checks a schema cannot express — names
-that must exist in the benchmark registry, parameter ranges and the joint constraints of a policy with the study's K
-rollouts, controls, files that must exist, and backend facts. `config_errors` runs both. `resource_errors` checks the
+resolves to a `Study` (dataflex_rl.study.resolved), and `study_errors` checks that: the checks a schema cannot express —
+names that must exist in the benchmark registry, parameter ranges and the joint constraints of a policy with the study's
+K rollouts, controls, files that must exist, and backend facts. `config_errors` runs both. `resource_errors` checks the
 rules' resource requests (profile and command line) against the study's backends and cluster. docs/refusals.md lists
 every refusal. Nothing here imports torch.
 """

@@ -1,7 +1,7 @@
 """The content of the study's external input files (`corpus.files`, `benchmarks.files`), as sha256 digests taken when
-the workflow is planned. They enter the settings slices of the jobs that read the files (dataflex_rl.study.resolved), so a file
-replaced by other bytes replans those jobs whatever its modification time: `rsync -t`, `cp -p`, a restore from backup
-or an older download moved into place all keep or set back the mtime Snakemake would otherwise go by.
+the workflow is planned. They enter the settings slices of the jobs that read the files (dataflex_rl.study.resolved), so
+a file replaced by other bytes replans those jobs whatever its modification time: `rsync -t`, `cp -p`, a restore from
+backup or an older download moved into place all keep or set back the mtime Snakemake would otherwise go by.
 """
 from __future__ import annotations
 

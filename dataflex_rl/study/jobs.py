@@ -2,8 +2,8 @@
 them.
 
 Each entry point takes the job's arguments and its settings slice exactly as the rule passes them (`params.job`,
-`params.settings`; dataflex_rl.study.resolved), verifies its input artefacts against their producers' provenance, runs the
-model's backend through its typed job spec (dataflex_rl.backends.base), and writes its own provenance record last
+`params.settings`; dataflex_rl.study.resolved), verifies its input artefacts against their producers' provenance, runs
+the model's backend through its typed job spec (dataflex_rl.backends.base), and writes its own provenance record last
 (dataflex_rl.artefacts.provenance).
 """
 from __future__ import annotations

@@ -329,8 +329,8 @@ class Study:
         )
 
     def with_input_digests(self, input_digests: Mapping[str, str | None]) -> "Study":
-        """The study with its input files' contents (dataflex_rl.study.input_digests.input_digests), so that a replaced file
-        replans what reads it."""
+        """The study with its input files' contents (dataflex_rl.study.input_digests.input_digests), so that a replaced
+        file replans what reads it."""
         return replace(self, input_digests=dict(input_digests))
 
     def methods_trained_on(self, model: str) -> dict[str, MethodSpec]:
@@ -593,8 +593,8 @@ class Study:
 
     def _readers(self) -> list[str]:
         """The reports and tables, other than the cells' provenance records, that record the inputs their jobs read
-        (dataflex_rl.artefacts.provenance): the decontamination audit, the gates, the regime audits, the solve rates and the
-        records table; the audit compares what they read with what is on disk now. None for a records-only study."""
+        (dataflex_rl.artefacts.provenance): the decontamination audit, the gates, the regime audits, the solve rates and
+        the records table; the audit compares what they read with what is on disk now. None for a records-only study."""
         if self.records_file:
             return []
         benchmarks = registry_order(self.benchmarks.names)

@@ -4,9 +4,9 @@ optimiser step per batch (ppo_mini_batch_size == train_batch_size, so old log-pr
 Everything that makes the run resumable — model, optimiser, the sampling generator and torch's global RNG, prompt
 stream (with its domain RNG), mixture state, a prompt selection's round and the metrics so far — is written atomically into one checkpoint file
 every `checkpoint_every` steps, so a run killed at any point and rerun ends bit-identical to an uninterrupted one
-(tests/test_fault_injection.py kills it for real at each point of `dataflex_rl.training.faults`). No code path of a step draws
-from Python's or numpy's global RNG: the prompt stream owns its `random.Random`s and the matched-random control of a
-selection derives its generator from the seed and the batch's prompt ids.
+(tests/test_fault_injection.py kills it for real at each point of `dataflex_rl.training.faults`). No code path of a step
+draws from Python's or numpy's global RNG: the prompt stream owns its `random.Random`s and the matched-random control of
+a selection derives its generator from the seed and the batch's prompt ids.
 
 The checkpoint also records torch's intra-op thread count: CPU kernels split their sums by it, so one run trained with
 1 and with 2 threads drifts apart within tens to hundreds of steps (torch's deterministic mode does not change that),
