@@ -5,8 +5,8 @@ The file is a corpus file: JSONL or parquet rows in the `corpus.files` row forma
 `answer_format`, `domain`, `id`), and the option is written like a `corpus.files` entry (`path`, and the `domain`,
 `answer_format` and `source` its rows may leave out). Every row must pass the corpus's row checks: a validation set
 is trusted, so a bad row is refused rather than quarantined. Its prompts must not be test items: an item whose
-normalised prompt (dataflex_rl.corpus.decontam.normalize_text, the decontamination's exact test) or id equals a benchmark
-item's is refused at dry run.
+normalised prompt (dataflex_rl.corpus.decontam.normalize_text, the decontamination's exact test) or id equals a
+benchmark item's is refused at dry run.
 """
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from dataflex_rl.corpus.validation import KeptRows
 from dataflex_rl.corpus.validation_settings import ValidationSettings
 
 def read_validation_file(entry: Mapping[str, Any], workdir: str | Path = ".") -> pd.DataFrame:
-    """The file's rows as corpus rows (dataflex_rl.artefacts.items.CORPUS_COLUMNS), in file order; an unreadable file or any
-    row the corpus checks would quarantine is an error naming the file, the line and the reason."""
+    """The file's rows as corpus rows (dataflex_rl.artefacts.items.CORPUS_COLUMNS), in file order; an unreadable file or
+    any row the corpus checks would quarantine is an error naming the file, the line and the reason."""
     spec = CorpusFile.from_config(dict(entry))
     located = CorpusFile(str(Path(workdir) / spec.path), spec.source, spec.domain, spec.answer_format)
     rows, report = load_corpus_file(located, KeptRows(set(), set()), ValidationSettings.for_section("corpus"))
