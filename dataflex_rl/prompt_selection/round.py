@@ -19,7 +19,8 @@ from typing import Any, Protocol, Sequence
 
 from torch import Tensor
 
-from dataflex_rl.prompt_selection.scores import Alignment, adam_precondition, alignment_of, zero_advantage
+from dataflex_rl.prompt_selection.scores import (Alignment, adam_precondition, alignment_of, unit_group_sum,
+                                                  zero_advantage)
 
 
 def stream_seed(seed: int, stream: str) -> int:
@@ -148,20 +149,22 @@ class SelectionRound:
 
     def validation_gradient(self, aggregation: str, projection_dim: int, normalise_groups: bool,
                             precondition: str) -> Tensor:
-        """g_v before normalisation: the sum of the validation groups' gradients (each normalised first when
-        `normalise_groups`), divided by Adam's sqrt(v̂) + 1e-8 under `precondition: adam` (before any projection)."""
+        """g_v before normalisation, as the released scorer builds it (before any projection): under
+        `precondition: adam` every gradient is divided by Adam's sqrt(v̂) + 1e-8 first; then the groups' gradients
+        are summed, each normalised before the sum when `normalise_groups` — g_v = Σ_g unit(g_g / D)."""
         rollouts = self.validation_rollouts()
 
         def compute() -> Tensor:
+            # before the first step Adam has no second moment: the gradients as they are
+            moment = self.probe.adam_second_moment() if precondition == "adam" else None
+
+            def preconditioned(gradients: Tensor) -> Tensor:
+                return gradients if moment is None else adam_precondition(gradients, *moment)
+
             if normalise_groups:
-                groups = self.probe.group_gradients(rollouts, aggregation)
-                total = (groups / (groups.norm(dim=1, keepdim=True) + 1e-5)).sum(dim=0)
+                total = unit_group_sum(preconditioned(self.probe.group_gradients(rollouts, aggregation)))
             else:
-                total = self.probe.summed_gradient(rollouts, aggregation)
-            if precondition == "adam":
-                moment = self.probe.adam_second_moment()
-                if moment is not None:  # before the first step Adam has no second moment: g_v as it is
-                    total = adam_precondition(total, moment[0], moment[1])
+                total = preconditioned(self.probe.summed_gradient(rollouts, aggregation))
             return self._project(total, projection_dim)
 
         return self._timed("validation", ("validation_gradient", aggregation, projection_dim, normalise_groups,

@@ -171,17 +171,27 @@ def simacc_scores(cosines: Tensor, pass_rates: Tensor) -> Tensor:
 
 def adam_precondition(validation_grad: Tensor, exp_avg_sq: Tensor, step: int, beta2: float = 0.999,
                       eps: float = 1e-8) -> Tensor:
-    """g_v / (sqrt(v / (1 − beta2^step)) + eps): the released `--use_optimizer` option, applied to g_v only.
+    """g / (sqrt(v / (1 − beta2^step)) + eps): the released `--use_optimizer` option, applied to the validation side
+    only — to g_v [P], or to each validation group's gradient [N, P] before its normalisation
+    (`unit_group_sum`).
 
     The reference also divides by a global constant c = max(1, 50/max) (L70–142); a positive scale of g_v cannot
-    change any cosine or ranking, so it is omitted. The released loop never enables this option.
+    change any cosine or ranking, nor the direction of a group normalised afterwards, so it is omitted. The released
+    loop never enables this option.
     """
     if step < 1:
         raise ValueError(f"step must be ≥ 1 (Adam's bias correction divides by 1 − beta2^step), got {step}")
-    if exp_avg_sq.shape != validation_grad.shape:
-        raise ValueError(f"exp_avg_sq {tuple(exp_avg_sq.shape)} must match validation_grad "
+    if exp_avg_sq.shape != validation_grad.shape[-1:]:
+        raise ValueError(f"exp_avg_sq {tuple(exp_avg_sq.shape)} must match the last axis of validation_grad "
                          f"{tuple(validation_grad.shape)}")
     return validation_grad / ((exp_avg_sq / (1.0 - beta2**step)).sqrt() + eps)
+
+
+def unit_group_sum(groups: Tensor, eps: float = 1e-5) -> Tensor:
+    """Σ_g g_g / (‖g_g‖ + eps) over the rows of [N, P]: the released `--norm_before_accumlation` g_v before its own
+    normalisation. Under `precondition: adam` the rows are preconditioned first, as the released scorer divides each
+    group's gradient by the Adam denominator inside the backward that normalises it (L405–531, L668–698)."""
+    return _unit(groups, eps).sum(dim=0)
 
 
 def module_contributions(validation_unit: Tensor, candidate_unit: Tensor, layout) -> dict[str, float]:

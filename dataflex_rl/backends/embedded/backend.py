@@ -147,7 +147,8 @@ class EmbeddedBackend:
 
         trained_with = train_run(base, corpus, job.method, job.seed, job.training, job.template, out_model,
                                  out_metrics, state_dir, threads=threads, token_caps=token_caps,
-                                 target_domain=job.target_domain, open_probe=self.open_probe)
+                                 target_domain=job.target_domain, validation_draws=job.validation_draws,
+                                 open_probe=self.open_probe)
         return {"threads": trained_with}  # the one thing besides its settings that its weights depend on
 
     def open_generator(self, model: Mapping[str, Any], *, model_dir, threads: int, gpus: int):
