@@ -69,3 +69,14 @@ def test_the_summary_names_the_rounds_rollout_and_gradient_settings(tokens):
     # a study without a prompt selection shows no round
     assert not any(line.startswith("selection round") for line in get_backend("verl").job_commands(
         GRPOSettings(), EvaluationSettings(), {"train": {"gpu": 8}}))
+
+
+def test_a_validation_file_is_refused_on_verl_and_corpus_rows_are_not():
+    from dataflex_rl.backends.verl.probe_settings import check_selection_options
+    from dataflex_rl.policies.catalogue import Family
+    from dataflex_rl.policies.methods import MethodSpec
+
+    on_file = MethodSpec("gradalign", "gradalign", {"validation": {"path": "clean.jsonl"}}, Family.prompt_selection)
+    on_corpus = MethodSpec("gradalign", "gradalign", {}, Family.prompt_selection)
+    assert [error.split(":")[0] for error in check_selection_options(on_file)] == ["params.validation"]
+    assert check_selection_options(on_corpus) == []

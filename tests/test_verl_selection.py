@@ -25,7 +25,7 @@ from dataflex_rl.backends.verl.selection_rounds import (ROUNDS_FOLDER, policy_dr
 from dataflex_rl.backends.verl.trainer import DataflexTrainer  # noqa: E402
 from dataflex_rl.policies.methods import MethodSpec  # noqa: E402
 from dataflex_rl.policies.catalogue import Family  # noqa: E402
-from dataflex_rl.prompt_selection.candidates import training_rows  # noqa: E402
+from dataflex_rl.prompt_selection.candidates import training_rows, validation_rows  # noqa: E402
 from dataflex_rl.training.recipe import GRPOSettings  # noqa: E402
 
 WORDS = ["a", "b", "c"]
@@ -240,3 +240,19 @@ def test_the_segments_score_each_round_on_the_last_checkpoint_and_a_requeue_skip
     (checkpoints / TRACKER_FILE).write_text("20")
     run()
     assert calls == [("verl", 25)]
+
+
+def test_a_verl_baseline_holds_out_the_studys_validation_rows_and_the_job_file_keeps_them(tmp_path):
+    """The study's validation draws travel in the verl run job (through its JSON file) to the driver, which leaves
+    their rows out of a baseline's prompts: the rows `validation_rows` draws from the eligible ones (the corpus's
+    rows that are not reward-noised), as on the embedded backend."""
+    train_file = _corpus(tmp_path / "train.parquet")
+    baseline = MethodSpec("baseline", "baseline", {}, Family.none)
+    written = VerlRunJob(baseline, 7, str(train_file), ROLLOUTS, None, None, ((6, 0), (3, 1)))
+    job = VerlRunJob.read(written.write(tmp_path / "job.json"))
+    assert job == written
+    clean = [row for row in range(ROWS) if row % 4 != 3]
+    held_out = set(validation_rows(clean, 6, 0)) | set(validation_rows(clean, 3, 1))
+    assert 6 <= len(held_out) <= 9 and not held_out & {row for row in range(ROWS) if row % 4 == 3}
+    one_pass = policy_driver(job).stream.draw(ROWS - len(held_out))  # one pass of the prompt order
+    assert sorted(one_pass) == sorted(set(range(ROWS)) - held_out)

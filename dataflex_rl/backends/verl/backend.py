@@ -277,7 +277,8 @@ class VerlBackend:
                               out_metrics=out_metrics, state_dir=Path(state_dir), gpus=gpus, cpus=threads,
                               token_caps=token_caps, target_domain=job.target_domain,
                               rollout_engine=filled(RolloutSettings, job.model.get("rollout")),
-                              probe=filled(ProbeSettings, job.model.get("probe")))
+                              probe=filled(ProbeSettings, job.model.get("probe")),
+                              validation_draws=job.validation_draws)
 
     def merge(self, model_dir, out_dir) -> None:
         """The run's final FSDP checkpoint through verl's own merger (dataflex_rl.backends.verl.merge)."""

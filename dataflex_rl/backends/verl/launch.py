@@ -176,7 +176,8 @@ def write_metrics(state_dir: Path, out_metrics, last_step: int, method: str, see
 def train_verl_run(model_path: str, *, corpus, method: MethodSpec, seed: int, training: GRPOSettings, template: str,
                    out_model, out_metrics, state_dir: Path, gpus: int, cpus: int, token_caps: TokenCaps | None = None,
                    target_domain: str | None = None, rollout_engine: RolloutSettings = RolloutSettings(),
-                   probe: ProbeSettings = ProbeSettings()) -> dict[str, str]:
+                   probe: ProbeSettings = ProbeSettings(),
+                   validation_draws: tuple[tuple[int, int], ...] = ()) -> dict[str, str]:
     """Train one run to `training.steps` (skipping verl when its final checkpoint is already in `state_dir`), then
     write the metrics and the final actor folder (`out_model`, FSDP shards plus `huggingface/`: the merge job's
     input). Returns the run's runtime facts: the attention kernel (flash-attn or sdpa, whichever was importable)."""
@@ -185,7 +186,8 @@ def train_verl_run(model_path: str, *, corpus, method: MethodSpec, seed: int, tr
     check_prompts_per_step(write_verl_corpus(corpus, files.train_file, template), training.prompts_per_step,
                            str(corpus))
     rounds_dir = str(state_dir / ROUNDS_FOLDER) if method.family.needs_probe else None
-    job = VerlRunJob(method, seed, str(files.train_file), training.rollouts, target_domain, rounds_dir)
+    job = VerlRunJob(method, seed, str(files.train_file), training.rollouts, target_domain, rounds_dir,
+                     validation_draws)
     job.write(files.job_file)
     attention = attention_implementation()
     final = final_actor_dir(files.checkpoint_dir, training.steps)

@@ -62,7 +62,8 @@ def row_labels(frame: pd.DataFrame, target_domain: str | None) -> RowLabels:
 def policy_driver(job: VerlRunJob) -> PolicyDriver:
     """The run's policy driver, over the rows of its train file, with the round metrics' labels."""
     frame = pd.read_parquet(job.train_file, columns=["domain", "extra_info"])
-    return PolicyDriver(job.method, list(frame["domain"]), job.seed, row_labels(frame, job.target_domain))
+    return PolicyDriver(job.method, list(frame["domain"]), job.seed, row_labels(frame, job.target_domain),
+                        job.validation_draws)
 
 
 def run_round(job: VerlRunJob, training: GRPOSettings, index: int, boundary) -> dict[str, Any]:
