@@ -4,8 +4,9 @@ plugin module under `trainer.v1.trainer_mode=dataflex_rl`, that calls the same p
 Per step (verl's `PPOTrainer.step`):
 - `_next_train_batch`: the step's prompts are the driver's draw (the prompt stream, steered by a mixture's p(d); a
   prompt selection's kept rows, its round read from the file the train job wrote before the segment:
-  selection_rounds.py), taken from verl's train dataset at those corpus rows. A mixture acts here, before generation: in sync mode verl's replay
-  buffer trains on every prompt it generated, so a choice among generated prompts could not change what is trained.
+  selection_rounds.py), taken from verl's train dataset at those corpus rows. A mixture acts here, before generation: in
+  sync mode verl's replay buffer trains on every prompt it generated, so a choice among generated prompts could not
+  change what is trained.
 - `_compute_advantage`: verl's GRPO advantages, then the driver weighs the step's [G, K, L] batch and the result goes
   back into the transfer queue as verl's loss fields (writeback.py).
 - `_update_actor`: after the update, the driver observes the step (a mixture's feedback), as the embedded trainer does
