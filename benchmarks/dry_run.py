@@ -332,9 +332,9 @@ def finish_tree(dag: dict, workdir: Path) -> None:
 
 def _finished_file(path: Path, out: str, job: dict) -> None:
     """An empty file, but for what the workflow reads while it builds the DAG (dataflex_rl/artefacts/readable.py,
-    dataflex_rl/artefacts/gates.py): a provenance record, the records table and a quarantine gate's report hold what a real
-    study's do (a score's record the fingerprint of its slice, a gate's report that of its data), or the dry run would
-    plan to rebuild them as damaged or stale."""
+    dataflex_rl/artefacts/gates.py): a provenance record, the records table and a quarantine gate's report hold what a
+    real study's do (a score's record the fingerprint of its slice, a gate's report that of its data), or the dry run
+    would plan to rebuild them as damaged or stale."""
     from dataflex_rl.artefacts.gates import DATA_FINGERPRINT
     from dataflex_rl.artefacts.layout import PROVENANCE, RECORDS
 

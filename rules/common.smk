@@ -28,9 +28,9 @@ from dataflex_rl.study.files import StudyFiles
 _SCHEMA = yaml.safe_load((Path(workflow.basedir) / "config/schema.yaml").read_text())
 _errors = [error for path in workflow.configfiles for error in config_yaml_errors(path)]
 _errors = _errors or shape_errors(config, _SCHEMA)
-# The study, resolved once (dataflex_rl/study/resolved.py): every default, every job's settings slice. No rule, script or
-# check reads `config` for a setting: each job gets its slice as a `params:` value, so Snakemake reruns exactly what it
-# changes.
+# The study, resolved once (dataflex_rl/study/resolved.py): every default, every job's settings slice. No rule, script
+# or check reads `config` for a setting: each job gets its slice as a `params:` value, so Snakemake reruns exactly what
+# it changes.
 STUDY = None if _errors else Study.from_config(config)
 _errors = _errors or study_errors(STUDY, Path.cwd())
 if _errors:
@@ -82,11 +82,13 @@ MODEL_ENV = model_env()
 def train_inputs(wildcards):
     """A train job's inputs, by name (`unpack`: one function per job instead of one per input)."""
     model, run = wildcards.model, wildcards.run
+    validation = STUDY.validation_files(STUDY.run(model, run))  # a prompt selection's own validation file
     return {
         "corpus": FILES.training_corpus(model, run),
         "gates": FILES.training_gates(model, run),
         "base": FILES.base_model(model),
         "previous": FILES.previous_budget(model, run),
+        **({"validation": validation} if validation else {}),
     }
 
 
@@ -163,7 +165,8 @@ SELECTION_RUNS = FILES.selection_runs()
 
 def check_resources_and_summarise():
     """Refuse resource requests that cannot run (config_checks.planned_resource_errors), then print the matrix summary;
-    each rule's resources as Snakemake merged them (rule, profile, command line: dataflex_rl/study/rule_resources.py)."""
+    each rule's resources as Snakemake merged them (rule, profile, command line:
+    dataflex_rl/study/rule_resources.py)."""
     jobs = planned_jobs(STUDY)
     resources = {rule: merged_values(workflow.get_rule(rule).resources) for rule, count in jobs.items() if count}
     errors = planned_resource_errors(STUDY, resources, Path.cwd())

@@ -1,9 +1,9 @@
 """The audit reads a results tree and reports complete, partial and missing cells, unmatched seeds, stale artefacts
 with the config keys that changed, damaged artefacts and stale records.
 
-The tree is built by hand in tmp_path with real provenance records (dataflex_rl.artefacts.provenance) written for the slices
-of the study (or of a changed one), real parquet score files and a records table built by records.records_frame; the
-expected report is worked out from what was put there.
+The tree is built by hand in tmp_path with real provenance records (dataflex_rl.artefacts.provenance) written for the
+slices of the study (or of a changed one), real parquet score files and a records table built by records.records_frame;
+the expected report is worked out from what was put there.
 """
 import copy
 import hashlib

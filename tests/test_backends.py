@@ -56,7 +56,7 @@ def test_a_step_a_backend_has_no_part_in_is_a_member_set_to_none_and_plans_no_jo
     nothing yet. The study plans the base_model and merge rules from them (ModelSpec)."""
     embedded, verl = get_backend("embedded"), get_backend("verl")
     assert (embedded.build_base_model is not None, embedded.merge, embedded.open_probe is not None) == (True, None, True)
-    assert (verl.build_base_model, verl.merge is not None, verl.open_probe) == (None, True, None)
+    assert (verl.build_base_model, verl.merge is not None, verl.open_probe is not None) == (None, True, True)
     assert verl.conda_env == "../envs/gpu.yaml"
     models = {name: ModelSpec(name, name, {}) for name in ("embedded", "verl")}
     assert [(m.builds_base_model, m.merges_checkpoint) for m in models.values()] == [(True, False), (False, True)]

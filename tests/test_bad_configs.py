@@ -7,6 +7,7 @@ docs/refusals.md lists the same refusals.
 from __future__ import annotations
 
 import copy
+import json
 import os
 import re
 import subprocess
@@ -26,6 +27,9 @@ REPO = Path(__file__).resolve().parents[1]
 SMOKE = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
 SMOKE_LINES = yaml.safe_dump(SMOKE).splitlines()  # the text each case's config.yaml is written as
 SLURM = ["--profile", str(REPO / "profiles/slurm")]
+# The smoke study's first gcd test item (benchmark_items: 8 items, seed 1000), which a validation file may not hold.
+SMOKE_GCD_ITEM = {"prompt": "Find the Greatest Common Divisor (GCD) of these numbers: 15, 6. Give only the GCD as your "
+                            "final answer.", "answer": "3"}
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,25 @@ def _all(*changes):
     def change(config, workdir):
         for c in changes:
             c(config, workdir)
+
+    return change
+
+
+def _validation_file(size: int, test_item: bool):
+    """A gradalign method reading its validation prompts from data/validation.jsonl: 12 math rows of the corpus row
+    format, the first of them — where `test_item` — the smoke study's first gcd test item, re-cased and re-spaced
+    (the benchmark items job draws the same item: benchmark_items("gcd", 8, 1000))."""
+    def change(config, workdir):
+        rows = [{"id": f"val-{i}", "prompt": f"What is {i} + {i + 50}?", "answer": str(2 * i + 50)} for i in range(12)]
+        if test_item:
+            gcd = SMOKE_GCD_ITEM
+            rows[0] = {"id": "val-gcd", "prompt": "  " + gcd["prompt"].upper(), "answer": gcd["answer"]}
+        (workdir / "data").mkdir(exist_ok=True)
+        (workdir / "data/validation.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+        config["methods"]["gradalign"] = {
+            "policy": "gradalign", "control": "baseline",
+            "params": {"candidates_per_round": 24, "validation_size": size,
+                       "validation": {"path": "data/validation.jsonl", "domain": "math", "answer_format": "math"}}}
 
     return change
 
@@ -266,6 +289,17 @@ CASES = [
     Case("validation probe with k_v <= k_r", _method("simacc", {
         "policy": "simacc", "params": {"rollouts_candidate": 8, "rollouts_validation": 4}, "control": "baseline"}),
          ("methods.simacc.params.rollouts_validation: k_v 4 ≤ k_r 8",)),
+    Case("gradalign dot with per-group validation normalisation", _method("gradalign", {
+        "policy": "gradalign", "params": {"similarity": "dot", "normalise_validation_groups": True},
+        "control": "baseline"}),
+         ("methods.gradalign.params.normalise_validation_groups: true has no effect with similarity: dot",
+          "drop normalise_validation_groups, or use similarity: cosine")),
+    Case("validation file holding a test item", _validation_file(12, test_item=True),
+         ("methods.gradalign.params.validation: 1 prompt(s) of validation file data/validation.jsonl are test items",
+          "the first row 'val-gcd' = benchmark 'gcd' item 'bench-1000-gcd-000000'; remove them from the file")),
+    Case("validation file smaller than validation_size", _validation_file(20, test_item=False),
+         ("methods.gradalign.params.validation_size: 20 exceeds the 12 prompts of validation file "
+          "data/validation.jsonl; lower it to at most 12",)),
     Case("prompt selection with a mixture as response policy", _method("accgreedy", {
         "policy": "accgreedy", "params": {"response_policy": "dump_ucb"}, "control": "baseline"}),
          ("methods.accgreedy.params.response_policy: 'dump_ucb' is not a response policy",)),
@@ -308,14 +342,16 @@ CASES = [
           "hf download <hub name> --local-dir ./weights/qwen-7b")),
     Case("verl model path neither a directory nor a hub name", _verl(path="Qwen/Qwen2.5/7B"),
          ("models.qwen.path: 'Qwen/Qwen2.5/7B' is neither a local directory", "nor a hub name")),
-    Case("prompt selection on a verl model", _all(_verl(), _method("gradalign", {
-        "policy": "gradalign", "control": "baseline"})),
-         ("methods.gradalign.policy: 'gradalign' is a prompt_selection method, which the verl backend (models.qwen) "
-          "does not run in this version", "remove the method, or run it on an embedded model")),
-    Case("two prompt selections on a verl model", _all(_verl(), _method("simacc", {
-        "policy": "simacc", "control": "baseline"}), _method("align", {"policy": "align", "control": "baseline"})),
-         ("methods.simacc.policy: 'simacc' is a prompt_selection method, which the verl backend (models.qwen)",
-          "methods.align.policy: 'align' is a prompt_selection method")),
+    Case("Adam preconditioning on a verl model", _all(_verl(), _method("gradalign", {
+        "policy": "gradalign", "params": {"precondition": "adam"}, "control": "baseline"})),
+         ("methods.gradalign.params.precondition: 'adam' divides g_v by Adam's second moment, which on the verl "
+          "backend lives in the FSDP optimiser shards", "use precondition: none (the default) on verl (models.qwen "
+          "is a verl model)")),
+    Case("a selection round's backward passes beyond one GPU", _all(_verl(), _set("models.qwen.probe", {
+        "parameters": 8190000000, "gpu_memory_gb": 80}), _method("gradalign", {"policy": "gradalign",
+                                                                                "control": "baseline"})),
+         ("models.qwen.probe.gpu_memory_gb: 80, but a selection round's backward passes need 92 GiB on one GPU for "
+          "8.19e+09 parameters", "train on GPUs of ≥ 102 GiB")),
     Case("embedded model given a path", _set("models.tiny-qwen2.path", "Qwen/Qwen2.5-7B"),
          ("models.tiny-qwen2.path: 'Qwen/Qwen2.5-7B'", "reads no path")),
     Case("unknown backend", _set("models.tiny-qwen2.backend", "verll"),
@@ -422,7 +458,8 @@ CASES = [
          ("resources of rule train: mem_mb=600 is below the estimated peak memory of a train job, 607 MB",
           "prompts up to 100 (data_validation.corpus.max_prompt_tokens) tokens"),
          args=("--set-resources", "train:mem_mb=600")),
-    # the prompt-token cap (dataflex_rl/corpus/training_fit.py) must leave a prompt and its response within the positions
+    # the prompt-token cap (dataflex_rl/corpus/training_fit.py) must leave a prompt and its response within
+    # the positions
     Case("prompt-token cap beyond the positions", _set("data_validation", {"corpus": {"max_prompt_tokens": 600}}),
          ("data_validation.corpus.max_prompt_tokens: 600 + training.max_new_tokens 4 > "
           "models.tiny-qwen2.shape.max_position_embeddings 512", "to at most 508")),

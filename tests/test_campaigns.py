@@ -195,3 +195,23 @@ def test_the_summary_names_the_models_and_regimes_no_campaign_uses(tmp_path):
     assert ("declared but in no campaign, so not built: models spare-qwen2; regimes spare_subset (add them to a "
             "campaign's models or regimes, or remove them)") in output
     assert "declared but in no campaign" not in dry_run("--cores", "1", "--configfile", "config/smoke.yaml")
+
+
+def test_a_prompt_selection_with_its_own_validation_file_draws_nothing_from_an_unbalanced_pool(tmp_path):
+    """The unbalanced pool's check of its target rows counts the prompt selections that draw their validation
+    prompts from the corpus; one reading its own file draws none, so a pool without the target domain still runs
+    it, and the corpus holds nothing out of the other methods for it."""
+    from dataflex_rl.study.campaign_checks import campaign_errors
+
+    config = config_of("config/smoke.yaml")
+    config["regimes"] = {"no_science": {"transform": "unbalanced", "target_domain": "science", "share": 0.0}}
+    config["methods"]["gradalign"] = {"policy": "gradalign", "control": "baseline",
+                                      "params": {"candidates_per_round": 24}}
+    config["campaigns"] = {"unbalanced_pool": {"regimes": ["no_science"], "methods": ["baseline", "gradalign"]}}
+    refused = campaign_errors(Study.from_config(config), tmp_path)
+    assert any("fewer than the 32 validation prompts (validation_size) of methods.gradalign" in e for e in refused)
+    config["methods"]["gradalign"]["params"]["validation"] = {"path": "data/validation.jsonl"}
+    study = Study.from_config(config)
+    assert campaign_errors(study, tmp_path) == []
+    assert study.validation_draws("tiny-qwen2", "no_science") == []
+    assert all("validation_draws" not in study.train_job(run) for run in study.runs)

@@ -43,8 +43,8 @@ def test_catalogue_and_registry_agree_every_entry_has_exactly_one_implementation
         "selection": ("semantics", "drop_kl", "advantages", "control", "control_scope", "seed"),
         "reweighting": ("semantics", "normalize"),
         "prompt_selection": ("candidates_per_round", "selection_ratio", "steps_per_round", "rollouts_candidate",
-                             "rollouts_validation", "validation_size", "validation_seed", "score_temperature",
-                             "response_policy", "response_params")}
+                             "rollouts_validation", "validation_size", "validation_seed", "validation",
+                             "score_temperature", "response_policy", "response_params")}
 
 
 def test_a_catalogue_entry_without_an_implementation_is_refused(monkeypatch):

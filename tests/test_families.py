@@ -13,7 +13,7 @@ from dataflex_rl.backends.verl.backend import VerlBackend
 from dataflex_rl.artefacts.layout import SELECTION_TABLES
 from dataflex_rl.policies.methods import MethodSpec
 from dataflex_rl.policies.catalogue import CATALOGUE, MASK, WEIGHTS, Family, PolicySpec, Role
-from dataflex_rl.study.resolved import Study
+from dataflex_rl.study.resolved import HELD_OUT_KEY, Study
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -65,17 +65,56 @@ def test_a_train_job_carries_the_family_by_name_and_reads_it_back():
         assert f"'family': '{spec.family.name}'" in repr(job)  # the params repr the rule hands Snakemake
         read = MethodSpec.from_job(json.loads(json.dumps(job["method"])))
         assert read.family is spec.family and read == MethodSpec(spec.name, spec.policy, spec.params, spec.family)
-        assert ("target_domain" in job) == (spec.family is Family.prompt_selection)
+        # every run of the campaign trains on a corpus a prompt selection validates on: all carry its domain
+        assert "target_domain" in job
+        # a baseline holds out the prompt selections' validation rows; a prompt selection draws them itself
+        assert ("validation_draws" in job) == (spec.family is not Family.prompt_selection)
         target_domains.add(job.get("target_domain"))
     # the unbalanced pool's prompt selections validate on science; the noisy pool's on any domain
     assert target_domains == {None, "science"}
 
 
-def test_the_verl_backend_refuses_a_family_that_needs_a_probe():
+def test_the_validation_rows_of_a_corpus_are_held_out_of_every_method_trained_on_it():
+    """One place (Study.validation_draws) says which validation draws a corpus holds out; every run on that corpus,
+    the baseline and the other methods too, gets the same draws in its job and its slice, for every seed."""
+    config: dict = {}
+    for overlay in ("config/config.yaml", "config/campaigns/gradalign.yaml"):  # as Snakemake merges --configfile
+        update_config(config, yaml.safe_load((REPO / overlay).read_text()))
+    config["methods"]["gradalign_v10"] = {"policy": "gradalign", "params": {"validation_size": 10},
+                                          "control": "random"}
+    config["campaigns"]["noisy_rewards"]["methods"].append("gradalign_v10")
+    study = Study.from_config(config)
+    by_regime = {}
+    for run in study.runs:
+        assert study.validation_draws(run.model, run.regime) == ([[10, 0], [32, 0]] if run.regime == "noisy50"
+                                                                 else [[32, 0]])
+        job, slice_ = study.train_job(run), study.train_slice(run)
+        assert job.get("validation_draws") == slice_.get(HELD_OUT_KEY)
+        by_regime.setdefault((run.regime, run.method), set()).add(repr(job.get("validation_draws")))
+    # noisy50 holds out both sizes' draws (32 and 10 rows, seed 0) from every method, prompt selections included;
+    # science_unbalanced's only draw is its prompt selections' own, so they hold out nothing more
+    assert {key: draws for key, draws in by_regime.items() if key[0] == "noisy50"} == {
+        ("noisy50", method): {"[[10, 0], [32, 0]]"} for method in
+        ("baseline", "gradalign", "random", "accgreedy", "align", "gradalign_dot", "validation_only", "gradalign_v10")}
+    assert by_regime[("science_unbalanced", "baseline")] == {"[[32, 0]]"}
+    assert by_regime[("science_unbalanced", "gradalign")] == {"None"}
+
+
+def test_a_study_without_a_prompt_selection_holds_nothing_out():
+    config = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    study = Study.from_config(config)
+    assert not any(study.methods[run.method].family is Family.prompt_selection for run in study.runs)
+    for run in study.runs:
+        assert "validation_draws" not in study.train_job(run) and HELD_OUT_KEY not in study.train_slice(run)
+
+
+def test_the_verl_backend_runs_a_prompt_selection_but_not_its_adam_preconditioning():
     methods = {name: MethodSpec(name, name, {}, CATALOGUE[name].family) for name in ("gradalign", "topk", "static")}
     model = ModelSpec.from_entry("big", {"backend": "verl", "path": "Qwen/Qwen2.5-7B"})
+    assert VerlBackend().config_errors("models.big", model, REPO, True, methods) == []
+    methods["gradalign"] = MethodSpec("gradalign", "gradalign", {"precondition": "adam"}, Family.prompt_selection)
     errors = VerlBackend().config_errors("models.big", model, REPO, True, methods)
-    assert errors == ["methods.gradalign.policy: 'gradalign' is a prompt_selection method, which the verl backend "
-                      "(models.big) does not run in this version: its selection rounds score candidate prompts with "
-                      "extra rollouts and gradients outside verl's training step — remove the method, or run it on an "
-                      "embedded model"]
+    assert errors == ["methods.gradalign.params.precondition: 'adam' divides g_v by Adam's second moment, which on "
+                      "the verl backend lives in the FSDP optimiser shards of the run's checkpoint, not in the merged "
+                      "weights the probe scores; the released loop never enabled it — use precondition: none (the "
+                      "default) on verl (models.big is a verl model)"]

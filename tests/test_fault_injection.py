@@ -1,4 +1,5 @@
-"""Training survives a SIGKILL at every point of `dataflex_rl.training.faults`: the rerun ends bit-identical to a straight run.
+"""Training survives a SIGKILL at every point of `dataflex_rl.training.faults`: the rerun ends bit-identical to a
+straight run.
 
 Each killed run is a process of its own that calls `train_run` with `DATAFLEX_FAULT` set and dies by SIGKILL. Importing
 torch and transformers costs a new interpreter ~10 s of CPU, so one `python -c` process imports them once and forks a

@@ -13,6 +13,7 @@ from dataflex_rl.backends.embedded.settings import WarmupSettings
 from dataflex_rl.prompt_selection import gradients
 from dataflex_rl.prompt_selection.gradients import (ParameterLayout, group_gradients, random_projection,
                                                     summed_gradient)
+from dataflex_rl.prompt_selection.round import ProbeRollouts, RoundPlan, SelectionRound
 from dataflex_rl.prompt_selection.scores import (accgreedy_order, adam_precondition, alignment_scores,
                                                  module_contributions, probe_loss, select_top, simacc_scores,
                                                  zero_advantage)
@@ -235,6 +236,43 @@ def test_adam_preconditioning_divides_by_bias_corrected_root_second_moment():
     assert adam_precondition(g, v, step=2).tolist() == pytest.approx([1 / 3, -2 / 3, 1.0])
     with pytest.raises(ValueError, match="step must be ≥ 1"):
         adam_precondition(g, v, step=0)
+
+
+class _FixedGradients:
+    """A probe whose validation groups have the hand-written gradients g_1 = (8, 3), g_2 = (0, −2) and whose Adam
+    second moment v = (0.004, 0.001) at step 1 gives v̂ = (4, 1), i.e. the denominator D = (2, 1) (+1e-8)."""
+
+    groups = torch.tensor([[8.0, 3.0], [0.0, -2.0]], dtype=torch.float64)
+
+    def rollouts(self, rows, samples, stream, noisy):
+        return ProbeRollouts(torch.tensor([[1.0, 0.0]] * len(rows)), None)
+
+    def group_gradients(self, rollouts, aggregation):
+        return self.groups.clone()
+
+    def summed_gradient(self, rollouts, aggregation):
+        return self.groups.sum(dim=0)
+
+    def adam_second_moment(self):
+        return torch.tensor([0.004, 0.001], dtype=torch.float64), 1
+
+
+def _validation_gradient(normalise_groups: bool, precondition: str) -> list[float]:
+    plan = RoundPlan(index=0, chunk=(0,), keep=1, rollouts_candidate=2, rollouts_validation=4, validation=(1, 2),
+                     pool=(0,), seed=0)
+    return SelectionRound(plan, _FixedGradients()).validation_gradient("token_mean", 0, normalise_groups,
+                                                                       precondition).tolist()
+
+
+def test_normalised_validation_groups_under_adam_are_preconditioned_before_their_normalisation():
+    """The released `--norm_before_accumlation --use_optimizer`: g_v = Σ_g unit(g_g / D). By hand: g_1/D = (4, 3),
+    norm 5, unit (0.8, 0.6); g_2/D = (0, −2), unit (0, −1); the sum (0.8, −0.4). (Normalising first and dividing the
+    sum by D would give ((8/√73)/2, 3/√73 − 1) = (0.468, −0.649), another direction.)"""
+    assert _validation_gradient(True, "adam") == pytest.approx([0.8, -0.4], abs=1e-5)
+    assert _validation_gradient(True, "none") == pytest.approx([8 / math.sqrt(73), 3 / math.sqrt(73) - 1], abs=1e-5)
+    # without the per-group normalisation: the plain sum (8, 1), divided by D = (2, 1)
+    assert _validation_gradient(False, "adam") == pytest.approx([4.0, 1.0], abs=1e-6)
+    assert _validation_gradient(False, "none") == pytest.approx([8.0, 1.0])
 
 
 def test_random_projection_preserves_dot_products_and_is_deterministic_per_seed(monkeypatch):

@@ -1,7 +1,7 @@
-"""A job that reads another job's artefact records the sha256 of what it read (dataflex_rl.artefacts.provenance, `inputs`): the
-decontamination audit, the records table's metadata, a parquet table's metadata. Each recorded digest is checked
-against hashlib.sha256 of the file's bytes, computed here. (The workflow's own jobs are checked on a real smoke study
-in tests/test_workflow.py.)"""
+"""A job that reads another job's artefact records the sha256 of what it read (dataflex_rl.artefacts.provenance,
+`inputs`): the decontamination audit, the records table's metadata, a parquet table's metadata. Each recorded digest is
+checked against hashlib.sha256 of the file's bytes, computed here. (The workflow's own jobs are checked on a real smoke
+study in tests/test_workflow.py.)"""
 import hashlib
 from pathlib import Path
 

@@ -48,7 +48,8 @@ def test_a_model_free_job_imports_neither_torch_nor_transformers(job):
 @pytest.mark.parametrize("source, loaded", [
     ("from dataflex_rl.backends.embedded.model import load_model\n", ["torch", "transformers"]),
     ("import torch\n", ["torch"]),
-    ("from dataflex_rl.study.jobs import train_run\n", []),  # the backend is imported inside the job, not with the module
+    # the backend is imported inside the job, not with the module
+    ("from dataflex_rl.study.jobs import train_run\n", []),
 ])
 def test_the_probe_sees_a_model_package_a_script_imports(tmp_path, source, loaded):
     script = tmp_path / "job.py"

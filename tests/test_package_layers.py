@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "dataflex_rl"
 
 
 def _unit(path: Path) -> str:
-    """The package-level unit of a source file: its top-level package (`tasks`) or top-level module (`items`)."""
+    """The package-level unit of a source file: its top-level package (`corpus`) or top-level module."""
     return path.relative_to(PACKAGE).with_suffix("").parts[0]
 
 

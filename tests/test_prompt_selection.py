@@ -12,11 +12,13 @@ from dataflex_rl.backends.registry import get_backend
 from dataflex_rl.backends.embedded.trainer import EmbeddedGRPOTrainer
 from dataflex_rl.policies.methods import MethodSpec
 from dataflex_rl.policies.catalogue import Family
+from dataflex_rl.policies.driver import PolicyDriver
 from dataflex_rl.prompt_selection.candidates import CandidateStream, training_rows, validation_rows
 from dataflex_rl.prompt_selection.gradients import group_gradients
 from dataflex_rl.prompt_selection.scores import zero_advantage
 from dataflex_rl.prompt_selection.selector import RowLabels
 from dataflex_rl.training.recipe import GRPOSettings
+from dataflex_rl.corpus.prompting import render_prompt
 from dataflex_rl.regimes.noisy_rewards import NOISY_REWARD_KEY
 from tiny_base import TEMPLATE, tiny_base
 
@@ -60,6 +62,36 @@ def test_fractions_count_each_label_and_say_when_a_label_is_absent():
     shares = labels.fractions([0, 1, 2])
     assert shares["corrupted"] == pytest.approx(2 / 3) and shares["target"] == pytest.approx(2 / 3)
     assert math.isnan(shares["easy"])  # no easy prompt in the corpus: not 0, unknown
+
+
+def _driver(policy, family, seed, labels, draws, **params):
+    return PolicyDriver(MethodSpec(policy, policy, params, family), labels.domains, seed, labels, draws)
+
+
+def test_every_method_of_a_corpus_holds_out_the_study_validation_rows():
+    """The study's validation draws on a corpus are held out of every run on it: a baseline's prompt stream, a
+    mixture's and a response policy's never draw them, and the prompt selections' pool is the same set of rows."""
+    domains = ["math", "science"] * 30
+    corrupted = [row % 4 == 1 for row in range(60)]
+    labels = RowLabels(domains, corrupted, [False] * 60, target_domain="science")
+    draws = [(4, 0), (6, 1)]  # two prompt selections of the study, validation_size 4 and 6
+    small = _driver("gradalign", Family.prompt_selection, 2, labels, draws, **ROUND).selector
+    large = _driver("accgreedy", Family.prompt_selection, 2, labels, draws, **{**ROUND, "validation_size": 6,
+                                                                                "validation_seed": 1}).selector
+    held_out = set(small.validation) | set(large.validation)
+    assert len(small.validation) == 4 and len(large.validation) == 6
+    assert held_out <= {row for row in range(60) if row % 4 == 3}  # clean science rows only
+    expected_pool = [row for row in range(60) if row not in held_out]
+    assert list(small.pool) == list(large.pool) == expected_pool
+    for policy, family in (("baseline", Family.none), ("difffilter", Family.selection)):
+        drawn = _driver(policy, family, 2, labels, draws).draw(len(expected_pool))  # one whole pass over the stream
+        assert sorted(drawn) == expected_pool, policy
+    mixed = _driver("static", Family.mixture, 2, labels, draws).draw(5 * len(expected_pool))  # domain-first draws
+    assert set(mixed) == set(expected_pool)
+    # the same rows for every seed; without draws (no prompt selection on the corpus) nothing is held out
+    other_seed = _driver("baseline", Family.none, 9, labels, draws)
+    assert sorted(other_seed.draw(len(expected_pool))) == expected_pool
+    assert sorted(_driver("baseline", Family.none, 2, labels, ()).draw(60)) == list(range(60))
 
 
 @pytest.fixture(scope="module")
@@ -143,6 +175,30 @@ def test_rounds_keep_floor_m_over_q_and_record_their_composition(workspace, tmp_
     assert all(json.loads(modules) for modules in rounds["round_top_modules"])
     validation = set(trainer.driver.selector.validation)
     assert not any(corpus["metadata"].iloc[sorted(validation)].str.contains(NOISY_REWARD_KEY))
+
+
+def test_a_validation_file_gives_the_validation_prompts_and_holds_nothing_out_of_the_corpus(workspace, tmp_path):
+    """With `validation: {path}` the validation prompts are the file's rows (validation_size of them, drawn by
+    validation_seed), rolled out and back-propagated by the probe; every corpus row stays in the pool."""
+    root, corpus = workspace
+    clean = corpus[~corpus["metadata"].str.contains(NOISY_REWARD_KEY)]
+    held, trained_on = clean.tail(6), corpus.drop(clean.tail(6).index).reset_index(drop=True)
+    path = tmp_path / "validation.jsonl"
+    held[["id", "domain", "prompt", "answer", "answer_format"]].to_json(path, orient="records", lines=True)
+    trainer = _trainer(root, trained_on, "gradalign", steps=2, validation={"path": str(path)}, validation_size=5)
+    selector = trainer.driver.selector
+    assert list(selector.pool) == list(range(len(trained_on)))  # nothing of the corpus is held out
+    assert len(selector.validation) == 5 and min(selector.validation) >= len(trained_on)
+    assert {trainer.items[row]["prompt"] for row in selector.validation} <= set(held["prompt"])
+    rounds = _rounds(trainer.train(tmp_path / "run", progress=False))
+    assert rounds.loc[0, "round_validation_size"] == 5
+    drawn = [row for step in range(2) for row in trainer.driver.draw(4, step, trainer.probe)]
+    assert max(drawn) < len(trained_on)  # the file's prompts are scored against, never trained on
+    # the probe decodes a row from its prompt tokens: for the validation rows, the file's prompts as templated
+    assert not math.isnan(rounds.loc[0, "round_validation_pass_rate"])  # the validation rollouts were drawn
+    for row in selector.validation:
+        text = render_prompt(trainer.items[row]["prompt"], TEMPLATE, trainer.tokenizer)
+        assert list(trainer.prompt_tokens[row]) == trainer.tokenizer(text).input_ids
 
 
 def test_methods_of_a_seed_score_the_same_candidates(workspace, tmp_path):

@@ -3,10 +3,11 @@
 
 The smoke study goes through the profile as the README's small-cluster recipe runs it, its train and score jobs on the
 `gpu` partition (models.<m>.resources), with a command-line `--set-resources train:...` that must not move them. Three
-train jobs are stopped mid-run at their step-2 checkpoint (`DATAFLEX_FAULT=after_checkpoint:2:hang`, dataflex_rl/
-faults.py) and then requeued (`scontrol requeue`), cancelled (`scancel`: the profile's `retries` resubmit it) and
-killed by their time limit (`train:runtime=1`: TIMEOUT, then a retry); each retry resumes from step 2 and says so in
-its log, and the study's tables come out byte-identical to the same study run locally (tests/conftest.py)."""
+train jobs are stopped mid-run at their step-2 checkpoint (`DATAFLEX_FAULT=after_checkpoint:2:hang`,
+dataflex_rl/training/faults.py) and then requeued (`scontrol requeue`), cancelled (`scancel`: the profile's `retries`
+resubmit it) and killed by their time limit (`train:runtime=1`: TIMEOUT, then a retry); each retry resumes from step 2
+and says so in its log, and the study's tables come out byte-identical to the same study run locally
+(tests/conftest.py)."""
 import os
 import re
 import shutil

@@ -1,5 +1,6 @@
-"""The cluster's nodes as `sinfo` lists them, and the jobs no node of their partition can run (dataflex_rl/study/slurm_nodes.py):
-hand-written sinfo lines, so that these run without Slurm; tests/test_slurm_cluster.py asks a real one."""
+"""The cluster's nodes as `sinfo` lists them, and the jobs no node of their partition can run
+(dataflex_rl/study/slurm_nodes.py): hand-written sinfo lines, so that these run without Slurm;
+tests/test_slurm_cluster.py asks a real one."""
 from dataflex_rl.study.slurm_nodes import Node, cluster_nodes, gres_gpus, node_fit_errors, parse_sinfo
 
 SINFO = """\

@@ -1,7 +1,7 @@
 """What each job of a study reads and waits for (dataflex_rl/study/files.py), the jobs planned again for damage and
 stale settings (dataflex_rl/study/replans.py) and the backends' resource requests merged over a study's models
-(dataflex_rl/study/rule_resources.py): the decisions rules/common.smk only looks up, each against paths written out by hand
-from the layout (README: results/...)."""
+(dataflex_rl/study/rule_resources.py): the decisions rules/common.smk only looks up, each against paths written out by
+hand from the layout (README: results/...)."""
 from pathlib import Path
 
 import pytest

@@ -304,15 +304,18 @@ def test_a_verl_train_job_without_gpus_is_refused(tmp_path, gpus):
                                   state_dir=tmp_path, threads=1, token_caps=None, gpus=gpus)
 
 
-def test_prompt_selection_methods_are_refused_on_a_verl_model_naming_each(tmp_path):
-    entries = {"baseline": {"policy": "baseline"}, "gradalign": {"policy": "gradalign", "control": "baseline"},
-               "topk": {"policy": "topk", "control": "baseline"}, "simacc": {"policy": "simacc"}}
-    methods = {name: MethodSpec(name, entry["policy"], {}, CATALOGUE[entry["policy"]].family, entry.get("control"))
-               for name, entry in entries.items()}
+def test_a_prompt_selections_adam_preconditioning_is_refused_on_a_verl_model_naming_each(tmp_path):
+    entries = {"baseline": {"policy": "baseline"}, "topk": {"policy": "topk", "control": "baseline"},
+               "gradalign": {"policy": "gradalign", "params": {"precondition": "adam"}, "control": "baseline"},
+               "plain": {"policy": "gradalign", "control": "baseline"},
+               "simacc": {"policy": "simacc", "params": {"precondition": "adam"}}}
+    methods = {name: MethodSpec(name, entry["policy"], entry.get("params", {}), CATALOGUE[entry["policy"]].family,
+                                entry.get("control")) for name, entry in entries.items()}
     qwen = ModelSpec.from_entry("qwen", {"backend": "verl", "path": "Qwen/Qwen2.5-7B"})
     errors = get_backend("verl").config_errors("models.qwen", qwen, tmp_path, False, methods)
-    assert [e.split(":")[0] for e in errors] == ["methods.gradalign.policy", "methods.simacc.policy"]
-    assert "'gradalign' is a prompt_selection method, which the verl backend (models.qwen) does not run" in errors[0]
+    assert [e.split(":")[0] for e in errors] == ["methods.gradalign.params.precondition",
+                                                 "methods.simacc.params.precondition"]
+    assert "which on the verl backend lives in the FSDP optimiser shards" in errors[0]
     tiny = ModelSpec.from_entry("tiny", {"backend": "embedded"})
     assert get_backend("embedded").config_errors("models.tiny", tiny, tmp_path, False, methods) == []
     # a policy not in the catalogue is refused before the study is resolved, so no backend sees it
@@ -321,18 +324,20 @@ def test_prompt_selection_methods_are_refused_on_a_verl_model_naming_each(tmp_pa
 
 
 @pytest.mark.parametrize("campaigns, refused", [
-    (None, ["methods.gradalign.policy"]),  # no campaigns: every method trains on every model
+    (None, ["methods.gradalign.params.precondition"]),  # no campaigns: every method trains on every model
     ({"main": {"models": ["tiny"]}}, []),  # only the embedded model trains
     ({"cpu": {"models": ["tiny"], "methods": ["baseline", "gradalign"]},
       "gpu": {"models": ["qwen"], "methods": ["baseline", "topk"]}}, []),
     ({"cpu": {"models": ["tiny"], "methods": ["baseline"]}, "gpu": {"methods": ["baseline", "gradalign"]}},
-     ["methods.gradalign.policy"]),  # a campaign naming no models trains them all
+     ["methods.gradalign.params.precondition"]),  # a campaign naming no models trains them all
 ])
-def test_a_prompt_selection_is_refused_only_where_a_campaign_trains_it_on_a_verl_model(tmp_path, campaigns, refused):
+def test_a_verl_refusal_of_a_prompt_selection_holds_only_where_a_campaign_trains_it_on_a_verl_model(
+        tmp_path, campaigns, refused):
     config = {**SMOKE,
               "models": {"tiny": {"backend": "embedded"}, "qwen": {"backend": "verl", "path": "Qwen/Qwen2.5-7B"}},
               "methods": {"baseline": {"policy": "baseline"}, "topk": {"policy": "topk", "control": "baseline"},
-                          "gradalign": {"policy": "gradalign", "control": "baseline"}}}
+                          "gradalign": {"policy": "gradalign", "params": {"precondition": "adam"},
+                                        "control": "baseline"}}}
     if campaigns:
         config["campaigns"] = campaigns
     assert [error.split(":")[0] for error in model_errors(Study.from_config(config), tmp_path)] == refused

@@ -1,6 +1,6 @@
-"""dataflex_rl.training.grpo computes what verl 0.9.1 computes: advantages, every loss aggregation, the KL estimators, the
-vanilla PPO policy loss, and the whole GRPO loss of a selection or a reweighting once the verl trainer has written it
-back (a zeroed `response_mask` for a response whose KL is dropped, `rollout_is_weights` for the rest).
+"""dataflex_rl.training.grpo computes what verl 0.9.1 computes: advantages, every loss aggregation, the KL estimators,
+the vanilla PPO policy loss, and the whole GRPO loss of a selection or a reweighting once the verl trainer has written
+it back (a zeroed `response_mask` for a response whose KL is dropped, `rollout_is_weights` for the rest).
 
 verl is imported for real (no Ray is started, no GPU is used); its functions are the independent reference. Batches
 are random, over several seeds and shapes, with empty responses (no valid token: verl's "fully masked" rows) and

@@ -266,15 +266,6 @@ def test_a_job_whose_rollouts_differ_from_verls_is_refused(tmp_path, model_dir, 
     _assert_documented(str(refused.value).split(": ", 1)[1])
 
 
-@pytest.mark.parametrize("method", [MethodSpec("gradalign", "gradalign", {}, Family.prompt_selection),
-                                    MethodSpec("random_prompts", "random_prompts", {}, Family.prompt_selection)])
-def test_a_prompt_selection_is_refused(tmp_path, model_dir, corpus, method):
-    with pytest.raises(ValueError, match=f"method '{method.name}' is a prompt selection, which runs on the embedded "
-                                         "backend only") as refused:
-        DataflexTrainer(_config(tmp_path, model_dir, corpus, method))
-    _assert_documented(str(refused.value).split(": ", 1)[1].replace(method.name, "gradalign"))
-
-
 @pytest.mark.parametrize("key, value", [("rollout_is", "token"), ("rollout_rs", "token_k1")])
 def test_verls_rollout_correction_is_refused_beside_the_policy_weights(tmp_path, model_dir, corpus, key, value):
     config = _config(tmp_path, model_dir, corpus, MethodSpec("baseline", "baseline", {}, Family.none))

@@ -50,10 +50,10 @@ def test_paper_matrix_dry_run_without_slurm_shows_156_training_jobs():
     study = Study.from_config(yaml.safe_load((REPO / "config/paper.yaml").read_text()))
     assert {rule: n for rule, n in planned_jobs(study).items() if n} == {
         rule: n for rule, n in counts.items() if rule not in ("all", "total")}
-    # the hours the jobs request (dataflex_rl.study.allocation), by hand: train 156 jobs × 8 GPUs × 2880 min / 60 = 59,904
-    # GPU-h and × 40 CPUs = 299,520 CPU-h; score 1884 × 1 GPU × 2 h = 3,768 GPU-h and × 8 CPUs = 30,144 CPU-h; merge
-    # 156 × 8 CPUs × 1 h = 1,248; the CPU rules 1 h each at 2 CPUs (decontaminate 8): corpus 2, benchmark_items 24,
-    # quarantine_gate 26, calibrate 24, decontaminate 8, parse_gate, records, tables, training_curves 4 × 2: 92
+    # the hours the jobs request (dataflex_rl.study.allocation), by hand: train 156 jobs × 8 GPUs × 2880 min / 60 =
+    # 59,904 GPU-h and × 40 CPUs = 299,520 CPU-h; score 1884 × 1 GPU × 2 h = 3,768 GPU-h and × 8 CPUs = 30,144 CPU-h;
+    # merge 156 × 8 CPUs × 1 h = 1,248; the CPU rules 1 h each at 2 CPUs (decontaminate 8): corpus 2, benchmark_items
+    # 24, quarantine_gate 26, calibrate 24, decontaminate 8, parse_gate, records, tables, training_curves 4 × 2: 92
     assert re.search(r"^    train +156 .* 2880 +59,904\.0 +299,520\.0  gpu$", result.stderr, re.MULTILINE)
     assert ("not a measurement): 63,672.0 GPU-hours, 331,004.0 CPU-hours\n" in result.stderr)
     assert ("  score layout (evaluation.job_per_benchmark; one model load per job; 120 min of score runtime per "
@@ -202,8 +202,9 @@ def _sha256(path: Path) -> str:
 
 @pytest.mark.slow
 def test_every_artefact_a_job_read_is_recorded_by_its_sha256(smoke_tree):
-    """Each job that reads another job's artefact recorded its sha256 (dataflex_rl.artefacts.provenance, `inputs`): equal to
-    hashlib.sha256 of the file's bytes, for every file input (a model directory is checked through its own record)."""
+    """Each job that reads another job's artefact recorded its sha256 (dataflex_rl.artefacts.provenance, `inputs`):
+    equal to hashlib.sha256 of the file's bytes, for every file input (a model directory is checked through its own
+    record)."""
     results = smoke_tree / "results"
     recorded = {path.relative_to(smoke_tree).as_posix(): json.loads(path.read_text())["inputs"]
                 for path in [*results.rglob("provenance.json"), *results.glob("scores/**/*.provenance.json"),

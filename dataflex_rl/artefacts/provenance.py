@@ -1,7 +1,7 @@
 """Fingerprints that travel with artefacts: the one provenance scheme of the pipeline.
 
-A job that builds a model, a trained run or a score writes `provenance.json` beside its outputs (dataflex_rl.artefacts.layout),
-last and atomically:
+A job that builds a model, a trained run or a score writes `provenance.json` beside its outputs
+(dataflex_rl.artefacts.layout), last and atomically:
   fingerprint  sha256 of the canonical JSON (sorted keys, no spaces, UTF-8) of its settings slice
                (dataflex_rl.study.resolved): a function of the config alone, so the audit recomputes the expected one
   settings     the slice itself, {config key: value}, so a stale artefact names the keys that changed

@@ -2,8 +2,9 @@
 
 A damaged file found here is rebuilt or refused before any job runs, so Snakemake never deletes the valid outputs of a
 job that would then fail on it (rules/common.smk). Each check reads little: a parquet file's footer, a provenance
-record's JSON. The job that reads the artefact still verifies its bytes against their record (dataflex_rl.artefacts.provenance).
-A score's settings are checked here too, by its record's fingerprint (rule score says why).
+record's JSON. The job that reads the artefact still verifies its bytes against their record
+(dataflex_rl.artefacts.provenance). A score's settings are checked here too, by its record's fingerprint (rule score
+says why).
 """
 from __future__ import annotations
 

@@ -59,7 +59,9 @@ class BaseModelJob:
 @dataclass(frozen=True)
 class TrainJob:
     """A train job's arguments (Study.train_job), typed. `target_domain`: where a prompt selection draws its validation
-    prompts (the unbalanced regime's evaluation domain; None: any)."""
+    prompts (the unbalanced regime's evaluation domain; None: any). `validation_draws`: the study's validation draws
+    on the run's corpus, (validation_size, validation_seed) each, whose rows the run holds out whatever its method
+    (Study.validation_draws)."""
 
     model: Mapping[str, Any]
     template: str
@@ -67,6 +69,7 @@ class TrainJob:
     seed: int
     training: GRPOSettings
     target_domain: str | None = None
+    validation_draws: tuple[tuple[int, int], ...] = ()
 
 
 class BaseModelBuilder(Protocol):
@@ -124,9 +127,10 @@ class DryRunBackend(Protocol):
         `max_new_tokens`, cannot run with its merged `resources` on this backend."""
 
     def job_commands(self, training: GRPOSettings, evaluation: EvaluationSettings,
-                     resources: Mapping[str, Mapping[str, Any]]) -> list[str]:
+                     resources: Mapping[str, Mapping[str, Any]], prompt_selection: bool = False) -> list[str]:
         """What the backend's own jobs run, for the dry-run summary: lines naming the job and its command, with the
-        study's `training` and `evaluation` settings and the merged
+        study's `training` and `evaluation` settings (and, where the study trains a prompt selection, what its
+        selection rounds run) and the merged
         resources per rule (`resources`), placeholders in <> for what varies per job."""
 
     def job_resources(self, rule: str) -> dict[str, Any]:
@@ -135,8 +139,8 @@ class DryRunBackend(Protocol):
 
 
 class RunBackend(Protocol):
-    """What the jobs run (dataflex_rl.study.jobs). A member that is None is a step the backend has no part in, and the rules
-    plan no job for it: `build_base_model` None, the backend loads `models.<m>.path` (no rule base_model); `merge`
+    """What the jobs run (dataflex_rl.study.jobs). A member that is None is a step the backend has no part in, and the
+    rules plan no job for it: `build_base_model` None, the backend loads `models.<m>.path` (no rule base_model); `merge`
     None, a trained run's model directory is scored as written (no rule merge); `open_probe` None, the backend runs no
     prompt selection (refused at dry run)."""
 

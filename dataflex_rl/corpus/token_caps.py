@@ -1,8 +1,8 @@
 """Token caps on the texts a job feeds a built model (prompts after the template, gold answers), checked where the
 model's tokenizer exists. A cap is a gate, not a filter: texts within it run exactly as before, and one text over it
 stops the job before it computes anything, naming how many texts are over, the first few with their lengths, the
-cap, where the cap comes from and the fix. Being a gate, a cap is in no settings slice (dataflex_rl.study.resolved): changing
-it reruns no finished job. Torch-free: the callers tokenize.
+cap, where the cap comes from and the fix. Being a gate, a cap is in no settings slice (dataflex_rl.study.resolved):
+changing it reruns no finished job. Torch-free: the callers tokenize.
 """
 from __future__ import annotations
 

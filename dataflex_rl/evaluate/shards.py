@@ -3,8 +3,8 @@
 Snakemake deletes every declared output of a failed job, so a job that fails on its fifth benchmark would rescore
 the first four on retry. Each finished benchmark is therefore also written as a shard in `.state/` beside the outputs
 (like a training run's state dir, not a declared output). A shard's name carries its key, the state key of the
-benchmark's settings slice and its inputs' digests (dataflex_rl.artefacts.provenance.state_key), so a stale shard is never
-reused. A job removes its benchmarks' shards once all its outputs are written, so a later rerun (after a
+benchmark's settings slice and its inputs' digests (dataflex_rl.artefacts.provenance.state_key), so a stale shard is
+never reused. A job removes its benchmarks' shards once all its outputs are written, so a later rerun (after a
 verifier fix, say) scores afresh.
 """
 from __future__ import annotations

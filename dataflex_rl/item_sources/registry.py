@@ -90,7 +90,7 @@ def _hub(name: str, *parts: tuple[str | None, str], category: str | None = None)
 _BBH_SIZES = ("three", "five", "seven")
 
 # Sizes: `size` counts the source split; `evaluated_size` is what the authors' all_runs_171.csv implies (each column's
-# values are k/n·100 for integer k only at that n; records_import.infer_benchmark_size). BBH (750) and GPQA (198) are
+# values are k/n·100 for integer k only at that n; records.imported.infer_benchmark_size). BBH (750) and GPQA (198) are
 # printed at full precision, so n is exact; the others are printed to one decimal, where n is the smallest size that
 # fits every value: MATH-500 500, AIME 30, OlympiadBench 675, Minerva 272 (with round-half-even), K&K 200 (values are
 # all whole or half percents), ZebraLogic and both MMLU-Pro subjects 500 (all even tenths). GSM8K is ambiguous: one

@@ -1,6 +1,6 @@
 """Procedural task sources: one named generator (reasoning-gym's or the project's science one) → corpus rows
-(dataflex_rl.artefacts.items.CORPUS_COLUMNS). The procedural stand-in benchmarks are drawn from them, and so is the training
-corpus, with another seed."""
+(dataflex_rl.artefacts.items.CORPUS_COLUMNS). The procedural stand-in benchmarks are drawn from them, and so is the
+training corpus, with another seed."""
 from __future__ import annotations
 
 import json

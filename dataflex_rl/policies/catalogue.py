@@ -56,6 +56,7 @@ class Param:
     high_open: bool = False
     choices: tuple = ()
     doc: str = ""
+    recorded_unset: bool = True  # False: left out of a run's fingerprint while unset (MethodSpec.resolved_params)
 
     def valid_values(self) -> str:
         if self.choices:
@@ -184,6 +185,9 @@ _PROMPT_SELECTION_OPTIONS = (
     Param("rollouts_validation", "int", 16, low=1, doc="k_v: rollouts per validation prompt"),
     Param("validation_size", "int", 32, low=1, doc="|P_v|: validation prompts held out of the pool"),
     Param("validation_seed", "int", 0, low=0, doc="draws the validation prompts, the same for every seed"),
+    Param("validation", "mapping", None, recorded_unset=False,
+          doc="the validation prompts' own file, a corpus.files entry {path, domain, answer_format, source}; unset: "
+              "corpus rows (docs/prompt_selection.md)"),
     Param("score_temperature", "float", None, low=0.0, low_open=True,
           doc="sampling temperature of the scoring rollouts; unset: the training temperature"),
     Param("response_policy", "str", "baseline", doc="the response policy applied to the kept prompts' rollouts"),
@@ -367,11 +371,28 @@ def _kept_set_problem(params, prompts_per_step: int, keep: int) -> str | None:
     return f"training.prompts_per_step {problem}" if problem else None
 
 
+VALIDATION_FILE_KEYS = ("path", "domain", "answer_format", "source")  # a corpus.files entry's keys
+
+
+def _validation_file_problem(entry: Mapping[str, Any]) -> str | None:
+    """Why a prompt selection's `validation` option is not a corpus-file entry (prompt_selection.validation_file), or
+    None."""
+    unknown = sorted(set(entry) - set(VALIDATION_FILE_KEYS))
+    if unknown:
+        return (f"unknown key(s) {unknown}; a validation file is given as a corpus.files entry "
+                f"{{{', '.join(VALIDATION_FILE_KEYS)}}}")
+    if not isinstance(entry.get("path"), str) or not entry["path"]:
+        return "needs `path`: the JSONL or parquet file of validation prompts, in the corpus row format"
+    return None
+
+
 def _prompt_selection(params, shape):
     """The round must keep at least one prompt, and at least a step's prompts (the corpus's rule, step_draws); a
     validation probe needs more rollouts per validation prompt than per candidate (k_v > k_r, the paper's §4.3); the
     response policy must be a response policy with valid parameters."""
     problems = []
+    if params["validation"] is not None and (problem := _validation_file_problem(params["validation"])):
+        problems.append(("validation", problem))
     keep = params["candidates_per_round"] // params["selection_ratio"]
     if keep == 0:
         problems.append(("selection_ratio", f"⌊M/q⌋ = ⌊{params['candidates_per_round']}/{params['selection_ratio']}⌋ "
@@ -402,6 +423,18 @@ def _validation_probe(params, shape):
         problems.append(("rollouts_validation", f"k_v {params['rollouts_validation']} ≤ k_r "
                                                 f"{params['rollouts_candidate']}: the validation gradient should be the "
                                                 "less noisy side (k_v > k_r); raise rollouts_validation"))
+    return problems
+
+
+def _gradalign(params, shape):
+    """Besides the validation probe's checks: `similarity: dot` with `normalise_validation_groups` is refused. The
+    released scorer skips the per-group normalisation in dot mode (g_v is the plain sum), so the option would be
+    silently ignored; refusing says so instead of running a combination that means nothing."""
+    problems = _validation_probe(params, shape)
+    if params["similarity"] == "dot" and params["normalise_validation_groups"]:
+        problems.append(("normalise_validation_groups",
+                         "true has no effect with similarity: dot (the released scorer sums the validation groups "
+                         "unnormalised in dot mode); drop normalise_validation_groups, or use similarity: cosine"))
     return problems
 
 
@@ -481,7 +514,7 @@ CATALOGUE: dict[str, PolicySpec] = {spec.name: spec for spec in (
     PolicySpec("gradalign", Family.prompt_selection, "validation_gradient", (
         *_PROBE, Param("similarity", "str", "cosine", choices=SIMILARITIES, doc="dot: the candidate unnormalised"),
         *_VALIDATION_PROBE,
-    ), controls=_PROBE_CONTROLS, joint_check=_validation_probe),
+    ), controls=_PROBE_CONTROLS, joint_check=_gradalign),
     PolicySpec("simacc", Family.prompt_selection, "validation_gradient", (*_PROBE, *_VALIDATION_PROBE),
                controls=_PROBE_CONTROLS, joint_check=_validation_probe),
     PolicySpec("align", Family.prompt_selection, "candidate_gradient", _PROBE, controls=_PROBE_CONTROLS,

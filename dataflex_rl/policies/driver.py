@@ -21,6 +21,7 @@ import torch
 
 from dataflex_rl.policies import GroupBatch, build_mixture, build_prompt_selection, build_response_policy
 from dataflex_rl.policies.catalogue import Role
+from dataflex_rl.prompt_selection.candidates import held_out_rows
 from dataflex_rl.prompt_selection.selector import PromptSelector, RowLabels
 from dataflex_rl.training.prompt_stream import PromptStream
 from dataflex_rl.policies.methods import MethodSpec
@@ -41,9 +42,19 @@ class LossInputs:
 class PolicyDriver:
     """One run's data policy, in the role its family gives it; what a trainer calls each step (see above)."""
 
-    def __init__(self, method: MethodSpec, row_domains: Sequence[str], seed: int, labels: RowLabels | None = None):
-        """`labels`: what a prompt selection's round metrics count per row (default: the domains, nothing noised)."""
-        self.stream = PromptStream(row_domains, seed)
+    def __init__(self, method: MethodSpec, row_domains: Sequence[str], seed: int, labels: RowLabels | None = None,
+                 validation_draws: Sequence[tuple[int, int]] = ()):
+        """`row_domains`: the corpus rows' domains. `labels`: what a prompt selection's round metrics count per row,
+        and which rows may be validation prompts (default: the domains, nothing noised); rows past the corpus's are a
+        validation file's (prompt_selection.validation_file), the prompt selection's validation prompts.
+        `validation_draws`: the study's validation draws on this corpus (Study.validation_draws); their rows are held
+        out of this run's prompts, whatever its method."""
+        no_flags = [False] * len(row_domains)
+        labels = labels or RowLabels(row_domains, no_flags, no_flags)
+        corpus_rows = len(row_domains)
+        eligible = [row for row in labels.eligible_for_validation() if row < corpus_rows]
+        held_out = held_out_rows(eligible, validation_draws)
+        self.stream = PromptStream(row_domains, seed, held_out)
         self.needs_probe = method.family.needs_probe  # `draw` then takes the backend's probe
         self.mixture = self.selector = None
         if method.family.role is Role.MIXTURE:
@@ -52,8 +63,7 @@ class PolicyDriver:
         elif method.family.role is Role.PROMPT_SELECTION:
             policy = build_prompt_selection(method.policy, method.params)
             self.response_policy = policy.response_policy()
-            no_flags = [False] * len(row_domains)
-            self.selector = PromptSelector(policy, labels or RowLabels(row_domains, no_flags, no_flags), seed)
+            self.selector = PromptSelector(policy, labels, seed, held_out, corpus_rows)
         else:
             self.response_policy = build_response_policy(method.policy, method.params)
         self._probabilities: dict[str, float] | None = None

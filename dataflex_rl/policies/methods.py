@@ -25,5 +25,14 @@ class MethodSpec:
 
     def resolved_params(self) -> dict[str, Any]:
         """Every parameter and family option with the catalogue's defaults for its `semantics` filled in: what the
-        run's fingerprint holds, so that writing a default out retrains nothing."""
-        return CATALOGUE[self.policy].resolve(self.params)
+        run's fingerprint holds, so that writing a default out retrains nothing. An option added after runs were
+        recorded (`Param.recorded_unset` false) is left out while unset, so those runs keep their fingerprints."""
+        spec = CATALOGUE[self.policy]
+        accepted = spec.accepted()
+        return {name: value for name, value in spec.resolve(self.params).items()
+                if value is not None or accepted[name].recorded_unset}
+
+    def validation_file(self) -> Mapping[str, Any] | None:
+        """A prompt selection's `validation` file entry (prompt_selection.validation_file); None: corpus rows, and
+        for every other method."""
+        return self.resolved_params().get("validation")

@@ -7,7 +7,8 @@ asks for, and returns the kept rows. The scores are pure functions of those sign
 from __future__ import annotations
 
 from dataflex_rl.prompt_selection.round import Ranked, SelectionRound
-from dataflex_rl.prompt_selection.scores import accgreedy_order, alignment_scores, module_contributions, simacc_scores
+from dataflex_rl.prompt_selection.scores import (accgreedy_order, aligned_scores, alignment_scores,
+                                                 module_contributions, simacc_scores, unit_vector)
 
 from .registry import policy
 
@@ -15,16 +16,15 @@ from .registry import policy
 def _aligned(round_: SelectionRound, validation, aggregation: str, projection_dim: int, normalise: bool) -> Ranked:
     """Rank the chunk by g_v·g_i (cosine when `normalise`), with each module's part of the chunk's mean score
     (without a projection: a projected gradient has no modules)."""
-    candidates = round_.candidate_gradients(aggregation, projection_dim)
     zero = round_.zero_advantage()
-    scores = alignment_scores(candidates, validation, zero, normalise_candidates=normalise)
-    contributions = None
-    if projection_dim == 0:  # the chunk's mean scored candidate (zero-advantage ones score 0), without a copy of it
-        weights = (~zero).float() / len(round_.plan.chunk)
-        if normalise:
-            weights = weights / (candidates.norm(dim=1) + 1e-5)
-        contributions = module_contributions(validation / (validation.norm() + 1e-5), weights @ candidates,
-                                             round_.probe.module_slices())
+    if projection_dim:
+        candidates = round_.candidate_gradients(aggregation, projection_dim)
+        scores = alignment_scores(candidates, validation, zero, normalise_candidates=normalise)
+        return Ranked(round_.top_rows(scores), scores)
+    direction = unit_vector(validation.float())
+    alignment = round_.candidate_alignment(aggregation, direction, normalise)
+    scores = aligned_scores(alignment, zero, normalise_candidates=normalise)
+    contributions = module_contributions(direction, alignment.mean, round_.probe.module_slices())
     return Ranked(round_.top_rows(scores), scores, contributions)
 
 
@@ -51,7 +51,7 @@ def simacc(round_: SelectionRound, aggregation, projection_dim, precondition, no
 def align(round_: SelectionRound, aggregation, projection_dim) -> Ranked:
     """The released LearnAlign proxy: GradAlign with this round's candidates and their k_r rollouts as the validation
     set (each candidate counts in its own target). LearnAlign's learnability (success-rate) term is not implemented."""
-    validation = round_.candidate_gradients(aggregation, projection_dim).sum(dim=0)
+    validation = round_.candidate_gradient_sum(aggregation, projection_dim)
     return _aligned(round_, validation, aggregation, projection_dim, normalise=True)
 
 

@@ -1,8 +1,9 @@
 """Which corpus rows a prompt-selection run draws, in which order — pure Python, no torch.
 
 - The validation prompts: `validation_size` rows drawn once by `validation_seed` from the rows a regime left
-  trustworthy (not reward-noised; the unbalanced pool's target domain only), the same for every seed and method, and
-  held out of the pool.
+  trustworthy (not reward-noised; the unbalanced pool's target domain only), the same for every seed and method. The
+  union of the draws of every prompt-selection method trained on a corpus is held out of every run on it
+  (`held_out_rows`), whatever its method.
 - The candidates: the pool (every other row) is permuted once per seed and cut into ⌊N/M⌋ disjoint chunks; round r
   scores chunk r mod ⌊N/M⌋ (the rest of the permutation is never a candidate, as in the released loop). The chunks
   depend on the seed alone, so every method of a seed scores the same candidates.
@@ -36,6 +37,13 @@ def validation_rows(eligible: Sequence[int], size: int, seed: int) -> list[int]:
                          "as validation prompts (not reward-noised, in the regime's evaluation domain); "
                          + ", or ".join(fixes))
     return random.Random(f"validation:{seed}").sample(list(eligible), size)
+
+
+def held_out_rows(eligible: Sequence[int], draws: Sequence[tuple[int, int]]) -> frozenset[int]:
+    """The corpus rows a study holds out of training on one corpus: the union of its prompt-selection methods'
+    validation draws, (`validation_size`, `validation_seed`) each (Study.validation_draws). Every method trained on
+    that corpus — the baseline and the other families too — excludes them, so that all arms draw from one pool."""
+    return frozenset(row for size, seed in draws for row in validation_rows(eligible, size, seed))
 
 
 class CandidateStream:

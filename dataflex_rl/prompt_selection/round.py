@@ -11,6 +11,7 @@ resume draws the same rollouts, and two methods of one seed draw with the same r
 """
 from __future__ import annotations
 
+import hashlib
 import random
 import time
 from dataclasses import dataclass, field
@@ -18,7 +19,13 @@ from typing import Any, Protocol, Sequence
 
 from torch import Tensor
 
-from dataflex_rl.prompt_selection.scores import adam_precondition, zero_advantage
+from dataflex_rl.prompt_selection.scores import (Alignment, adam_precondition, alignment_of, unit_group_sum,
+                                                  zero_advantage)
+
+
+def stream_seed(seed: int, stream: str) -> int:
+    """A generator seed for one rollout stream of a run: the same for every method of the seed."""
+    return int.from_bytes(hashlib.blake2b(f"{seed}:{stream}".encode(), digest_size=8).digest(), "big") >> 1
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,10 @@ class Probe(Protocol):
 
     def summed_gradient(self, rollouts: ProbeRollouts, aggregation: str) -> Tensor:
         """[P]: the gradient of the sum of the groups' probe losses."""
+
+    # Optional: a probe whose [N, P] gradients would not fit in memory also offers
+    #   group_alignment(rollouts, aggregation, direction, normalise) -> scores.Alignment
+    # computed one group at a time (the round uses it for an unprojected cosine or dot score).
 
     def module_slices(self) -> Any:
         """The parameter layout (prompt_selection.gradients.ParameterLayout) the gradients are flattened in."""
@@ -106,6 +117,28 @@ class SelectionRound:
         return self._timed("candidate_backward", ("candidate_gradients", aggregation, projection_dim),
                            lambda: self._project(self.probe.group_gradients(rollouts, aggregation), projection_dim))
 
+    def candidate_alignment(self, aggregation: str, direction: Tensor, normalise: bool) -> Alignment:
+        """The candidates' raw gradients against the unit `direction` (scores.Alignment): from the probe's
+        `group_alignment` where it has one, one group at a time, else from candidate_gradients."""
+        rollouts = self.candidate_rollouts()
+        streamed = getattr(self.probe, "group_alignment", None)
+        if streamed is None:
+            return alignment_of(self.candidate_gradients(aggregation, 0), direction, self.zero_advantage(),
+                                normalise_candidates=normalise)
+        started = time.perf_counter()
+        alignment = streamed(rollouts, aggregation, direction, normalise)
+        self.seconds["candidate_backward"] += time.perf_counter() - started
+        return alignment
+
+    def candidate_gradient_sum(self, aggregation: str, projection_dim: int) -> Tensor:
+        """Σ_i g_i over the candidates (`align`'s validation gradient): the probe's summed gradient of the candidates'
+        losses where it streams its scores (no [M, P] rows), else the sum of candidate_gradients."""
+        if projection_dim or getattr(self.probe, "group_alignment", None) is None:
+            return self.candidate_gradients(aggregation, projection_dim).sum(dim=0)
+        rollouts = self.candidate_rollouts()
+        return self._timed("candidate_backward", ("candidate_gradient_sum", aggregation),
+                           lambda: self.probe.summed_gradient(rollouts, aggregation))
+
     def validation_rollouts(self) -> ProbeRollouts:
         return self._timed("validation", "validation", lambda: self.probe.rollouts(
             self.plan.validation, self.plan.rollouts_validation, f"validation:{self.plan.index}", noisy=False))
@@ -116,20 +149,22 @@ class SelectionRound:
 
     def validation_gradient(self, aggregation: str, projection_dim: int, normalise_groups: bool,
                             precondition: str) -> Tensor:
-        """g_v before normalisation: the sum of the validation groups' gradients (each normalised first when
-        `normalise_groups`), divided by Adam's sqrt(v̂) + 1e-8 under `precondition: adam` (before any projection)."""
+        """g_v before normalisation, as the released scorer builds it (before any projection): under
+        `precondition: adam` every gradient is divided by Adam's sqrt(v̂) + 1e-8 first; then the groups' gradients
+        are summed, each normalised before the sum when `normalise_groups` — g_v = Σ_g unit(g_g / D)."""
         rollouts = self.validation_rollouts()
 
         def compute() -> Tensor:
+            # before the first step Adam has no second moment: the gradients as they are
+            moment = self.probe.adam_second_moment() if precondition == "adam" else None
+
+            def preconditioned(gradients: Tensor) -> Tensor:
+                return gradients if moment is None else adam_precondition(gradients, *moment)
+
             if normalise_groups:
-                groups = self.probe.group_gradients(rollouts, aggregation)
-                total = (groups / (groups.norm(dim=1, keepdim=True) + 1e-5)).sum(dim=0)
+                total = unit_group_sum(preconditioned(self.probe.group_gradients(rollouts, aggregation)))
             else:
-                total = self.probe.summed_gradient(rollouts, aggregation)
-            if precondition == "adam":
-                moment = self.probe.adam_second_moment()
-                if moment is not None:  # before the first step Adam has no second moment: g_v as it is
-                    total = adam_precondition(total, moment[0], moment[1])
+                total = preconditioned(self.probe.summed_gradient(rollouts, aggregation))
             return self._project(total, projection_dim)
 
         return self._timed("validation", ("validation_gradient", aggregation, projection_dim, normalise_groups,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -55,9 +56,62 @@ def zero_advantage(rewards: Tensor, tol: float = 1e-6) -> Tensor:
     return (_centred(rewards).abs() < tol).all(dim=1)
 
 
-def _unit(vectors: Tensor, eps: float) -> Tensor:
+def unit_vector(vectors: Tensor, eps: float = 1e-5) -> Tensor:
     """v / (‖v‖ + eps) along the last axis: the released normalisation (`sqrt(Σg²) + 1e-5`), not v / max(‖v‖, eps)."""
     return vectors / (vectors.norm(dim=-1, keepdim=True) + eps)
+
+
+def probe_coefficients(rewards: Tensor, token_mask: Tensor, aggregation: str = "token_mean") -> Tensor:
+    """[N, K, L] c with probe_loss = −Σ_{k,t} c·ρ per group: A_k over the group's valid token count (`token_mean`), or
+    A_k / (K · the response's valid token count) (`seq_mean`); 0 on padding. A backend that back-propagates a group's
+    responses in several micro-batches weights each token by these, so that the micro-batches add up to the group's
+    probe loss (dataflex_rl.backends.verl.probe_gradients)."""
+    if token_mask.dim() != 3 or rewards.shape != token_mask.shape[:2]:
+        raise ValueError(f"probe_coefficients needs rewards [N, K] and token_mask [N, K, L]; got "
+                         f"{tuple(rewards.shape)} and {tuple(token_mask.shape)}")
+    if aggregation not in AGGREGATIONS:
+        raise ValueError(f"unknown aggregation {aggregation!r}; known: {', '.join(AGGREGATIONS)}")
+    valid = (token_mask > 0).float()
+    advantages = _centred(rewards.float())[..., None]
+    if aggregation == "token_mean":
+        return advantages * valid / valid.sum(dim=(1, 2), keepdim=True).clamp_min(1)
+    return advantages * valid / (valid.sum(dim=2, keepdim=True).clamp_min(1) * rewards.shape[1])
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """The candidates' gradients as GradAlign's scorer reads them against a unit direction u (the normalised
+    validation gradient): g_i·u and ‖g_i‖ per candidate [N], and the chunk's mean scored candidate Σ_i w_i·g_i [P]
+    (`mean_weights`), whose dot with u over a module's slices is that module's part of the mean score. A backend whose
+    [N, P] gradients do not fit in memory accumulates it one group at a time (backends/verl/probe_gradients.py)."""
+
+    dots: Tensor
+    norms: Tensor
+    mean: Tensor
+
+
+def mean_weights(norms: Tensor, zero_adv: Tensor, *, normalise_candidates: bool, eps: float = 1e-5) -> Tensor:
+    """[N] w_i of the chunk's mean scored candidate: 1/N for a candidate with an advantage (divided by ‖g_i‖ + eps
+    when candidates are normalised), 0 for a zero-advantage one (it scores 0)."""
+    weights = (~zero_adv.bool()).float() / len(norms)
+    return weights / (norms + eps) if normalise_candidates else weights
+
+
+def alignment_of(candidate_grads: Tensor, direction: Tensor, zero_adv: Tensor, *, normalise_candidates: bool,
+                 eps: float = 1e-5) -> Alignment:
+    """The Alignment of [N, P] candidate gradients with the unit `direction` [P]."""
+    grads = candidate_grads.float()
+    norms = grads.norm(dim=1)
+    return Alignment(grads @ direction, norms,
+                     mean_weights(norms, zero_adv, normalise_candidates=normalise_candidates, eps=eps) @ grads)
+
+
+def aligned_scores(alignment: Alignment, zero_adv: Tensor, *, normalise_candidates: bool = True,
+                   eps: float = 1e-5) -> Tensor:
+    """GradAlign's score [N] from an Alignment: g_i·u / (‖g_i‖ + eps) (cosine), or g_i·u (`dot`); 0.0 for a
+    zero-advantage candidate (alignment_scores)."""
+    dots = alignment.dots / (alignment.norms + eps) if normalise_candidates else alignment.dots
+    return torch.where(zero_adv.bool(), torch.zeros_like(dots), dots)
 
 
 def alignment_scores(candidate_grads: Tensor, validation_grad: Tensor, zero_adv: Tensor, *,
@@ -75,7 +129,7 @@ def alignment_scores(candidate_grads: Tensor, validation_grad: Tensor, zero_adv:
         raise ValueError(f"zero_adv must be [N] = {candidate_grads.shape[0]}, got {tuple(zero_adv.shape)}")
     # g_i·u / (‖g_i‖ + eps) rather than (g_i / (‖g_i‖ + eps))·u: the same score without a normalised copy of [N, P]
     grads = candidate_grads.float()
-    dots = grads @ _unit(validation_grad.float(), eps)
+    dots = grads @ unit_vector(validation_grad.float(), eps)
     if normalise_candidates:
         dots = dots / (grads.norm(dim=1) + eps)
     return torch.where(zero_adv.bool(), torch.zeros_like(dots), dots)
@@ -117,17 +171,27 @@ def simacc_scores(cosines: Tensor, pass_rates: Tensor) -> Tensor:
 
 def adam_precondition(validation_grad: Tensor, exp_avg_sq: Tensor, step: int, beta2: float = 0.999,
                       eps: float = 1e-8) -> Tensor:
-    """g_v / (sqrt(v / (1 − beta2^step)) + eps): the released `--use_optimizer` option, applied to g_v only.
+    """g / (sqrt(v / (1 − beta2^step)) + eps): the released `--use_optimizer` option, applied to the validation side
+    only — to g_v [P], or to each validation group's gradient [N, P] before its normalisation
+    (`unit_group_sum`).
 
     The reference also divides by a global constant c = max(1, 50/max) (L70–142); a positive scale of g_v cannot
-    change any cosine or ranking, so it is omitted. The released loop never enables this option.
+    change any cosine or ranking, nor the direction of a group normalised afterwards, so it is omitted. The released
+    loop never enables this option.
     """
     if step < 1:
         raise ValueError(f"step must be ≥ 1 (Adam's bias correction divides by 1 − beta2^step), got {step}")
-    if exp_avg_sq.shape != validation_grad.shape:
-        raise ValueError(f"exp_avg_sq {tuple(exp_avg_sq.shape)} must match validation_grad "
+    if exp_avg_sq.shape != validation_grad.shape[-1:]:
+        raise ValueError(f"exp_avg_sq {tuple(exp_avg_sq.shape)} must match the last axis of validation_grad "
                          f"{tuple(validation_grad.shape)}")
     return validation_grad / ((exp_avg_sq / (1.0 - beta2**step)).sqrt() + eps)
+
+
+def unit_group_sum(groups: Tensor, eps: float = 1e-5) -> Tensor:
+    """Σ_g g_g / (‖g_g‖ + eps) over the rows of [N, P]: the released `--norm_before_accumlation` g_v before its own
+    normalisation. Under `precondition: adam` the rows are preconditioned first, as the released scorer divides each
+    group's gradient by the Adam denominator inside the backward that normalises it (L405–531, L668–698)."""
+    return _unit(groups, eps).sum(dim=0)
 
 
 def module_contributions(validation_unit: Tensor, candidate_unit: Tensor, layout) -> dict[str, float]:

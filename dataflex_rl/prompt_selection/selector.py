@@ -47,16 +47,22 @@ class RowLabels:
 
 
 class PromptSelector:
-    def __init__(self, policy, labels: RowLabels, seed: int):
-        """`policy`: a built prompt-selection policy (policies.build_prompt_selection)."""
+    def __init__(self, policy, labels: RowLabels, seed: int, held_out: frozenset[int] = frozenset(),
+                 corpus_rows: int | None = None):
+        """`policy`: a built prompt-selection policy (policies.build_prompt_selection); `held_out`: the rows every
+        run on this corpus leaves out (candidates.held_out_rows), besides this method's own validation prompts.
+        `corpus_rows`: how many of the labelled rows are the corpus's (default: all); those after them are the
+        method's validation file's, from which its validation prompts are then drawn."""
         self.policy, self.labels, self.seed = policy, labels, seed
         options = policy.options
         self.steps_per_round = options["steps_per_round"]
         self.keep = options["candidates_per_round"] // options["selection_ratio"]
-        self.validation = tuple(validation_rows(labels.eligible_for_validation(), options["validation_size"],
-                                                options["validation_seed"]))
-        held_out = set(self.validation)
-        self.pool = tuple(row for row in range(len(labels.domains)) if row not in held_out)
+        corpus_rows = len(labels.domains) if corpus_rows is None else corpus_rows
+        from_file = list(range(corpus_rows, len(labels.domains)))
+        eligible = from_file or labels.eligible_for_validation()
+        self.validation = tuple(validation_rows(eligible, options["validation_size"], options["validation_seed"]))
+        held_out = held_out | set(self.validation)
+        self.pool = tuple(row for row in range(corpus_rows) if row not in held_out)
         self.stream = CandidateStream(self.pool, options["candidates_per_round"], seed)
         self._round: dict[str, Any] | None = None  # {"index", "kept", "pending": metrics not yet reported}
 

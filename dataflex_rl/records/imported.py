@@ -12,8 +12,8 @@ precision or rounded to one decimal. `infer_benchmark_size` takes, in order,
 For the released file this gives math500 500, aime24 30, olympiadbench 675, minerva_math 272, gsm8k 1319, kk_hard 200,
 bbh_logical_deduction 750, bbh_tracking 750, zebra_logic_mc 500, gpqa_diamond 198, mmlu_pro_chemistry 500,
 mmlu_pro_physics 500 (tests/test_records_import.py holds these). correct = round(score · n), and the rows are marked
-`counts_inferred` (dataflex_rl.records.run_records). Rounding the printed score to a count would move it: 6.2 on Minerva-Math
-becomes 17/272 = 6.25.
+`counts_inferred` (dataflex_rl.records.run_records). Rounding the printed score to a count would move it: 6.2 on
+Minerva-Math becomes 17/272 = 6.25.
 
 The same (model, method, seed) appears in several campaigns (the 7B-Instruct baseline is in main, constrained and
 long_training), so a record's `model` is the study cell "{model}@{campaign}[:{regime}]"; the model itself, campaign,

@@ -1,6 +1,6 @@
-"""The installed versions of the packages a result depends on, recorded beside the records (dataflex_rl.records.run_records'
-`package_versions` column) and compared by the audit. Apart from the records (which import pandas) because the
-workflow names PROVENANCE_PACKAGES at parse time."""
+"""The installed versions of the packages a result depends on, recorded beside the records
+(dataflex_rl.records.run_records' `package_versions` column) and compared by the audit. Apart from the records (which
+import pandas) because the workflow names PROVENANCE_PACKAGES at parse time."""
 from __future__ import annotations
 
 import json

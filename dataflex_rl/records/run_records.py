@@ -23,8 +23,8 @@ from dataflex_rl.artefacts.provenance import DamagedArtefactError, damage, read_
 #   n, correct, score  items scored, items solved, and the share solved in [0, 1]; every summary except the pooled
 #                   Item one (and the efficiency table's per-item ratios) reads `score`
 #   counts_inferred false where n and correct were counted from scored items: then score = correct / n exactly.
-#                   True for records imported from a table that printed only scores (dataflex_rl.records.imported): score
-#                   is the value as printed, n the benchmark size inferred from the printed values and correct the
+#                   True for records imported from a table that printed only scores (dataflex_rl.records.imported):
+#                   score is the value as printed, n the benchmark size inferred from the printed values and correct the
 #                   count nearest score · n; validation checks |score · n - correct| <= 0.5 there instead
 #   mean_length     mean response length in tokens; mean_chars = mean response length in characters (the unit of the
 #                   efficiency table, comparable across tokenizers); parse_rate = share of responses whose answer could
@@ -37,10 +37,12 @@ from dataflex_rl.artefacts.provenance import DamagedArtefactError, damage, read_
 #                   tables flag a (run, benchmark) above evaluation.max_cut_share (dataflex_rl.stats.cut_flags)
 #   steps           optimiser steps the evaluated checkpoint had taken (nullable Int64)
 #   fingerprint     provenance: the fingerprint of the score this row was reduced from, copied from the provenance
-#                   record its scoring job wrote (dataflex_rl.artefacts.provenance: sha256, 64 hex digits, of the score's settings
-#                   slice, which includes the weights' and the benchmark's). Missing (NA) for imported records.
+#                   record its scoring job wrote (dataflex_rl.artefacts.provenance: sha256, 64 hex digits, of the
+#                   score's settings slice, which includes the weights' and the benchmark's). Missing (NA) for
+#                   imported records.
 #   package_versions  provenance: compact JSON object {distribution: version or null} of PROVENANCE_PACKAGES in the
-#                   environment that built the records (dataflex_rl.records.package_versions). Missing (NA) for imported records.
+#                   environment that built the records (dataflex_rl.records.package_versions). Missing (NA) for
+#                   imported records.
 RECORD_COLUMNS = ("model", "method", "seed", "run_id", "benchmark", "domain", "n", "correct", "score",
                   "counts_inferred", "mean_length", "mean_chars", "parse_rate", "parse_flagged", "cut_share", "steps",
                   "fingerprint", "package_versions")

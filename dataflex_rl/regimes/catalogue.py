@@ -1,6 +1,6 @@
 """The regime transforms' parameters and checks, without their implementations: torch- and pandas-free, so that
-the dry run (dataflex_rl.study.resolved, dataflex_rl.study.campaign_checks) pays nothing for them. `registry.apply_regime` runs a
-transform.
+the dry run (dataflex_rl.study.resolved, dataflex_rl.study.campaign_checks) pays nothing for them.
+`registry.apply_regime` runs a transform.
 
 `TransformSpec.check(params, domains_available)` is what a dry run calls: every problem of a regime's parameters
 (missing, unknown, wrong type, out of range, a target domain the corpus lacks), each naming the parameter, what was

@@ -1,4 +1,5 @@
-"""What the audit reads in the inputs the study's jobs recorded ({role: {path, sha256}}, dataflex_rl.artefacts.provenance).
+"""What the audit reads in the inputs the study's jobs recorded ({role: {path, sha256}},
+dataflex_rl.artefacts.provenance).
 
 Two findings, both about content rather than settings, which no fingerprint can show:
   *changed inputs*  an input whose recorded sha256 is not that of the file on disk now: the artefact was built from
@@ -23,7 +24,8 @@ ITEMS_ROLE = "items"
 class CurrentDigests:
     """The sha256 of files on disk now, by path as recorded (relative to the study's working directory `root`), each
     file hashed at most once per audit: `found` ({resolved path: digest}) is shared with the damage checks
-    (dataflex_rl.artefacts.provenance.damage), so a score file the audit checked against its record is not read again."""
+    (dataflex_rl.artefacts.provenance.damage), so a score file the audit checked against its record is not read
+    again."""
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)

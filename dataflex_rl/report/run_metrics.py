@@ -1,8 +1,8 @@
 """The runs' per-step metrics as the training-curves figure and the selection tables read them.
 
 Each file is checked against its run's train provenance record before it is read — the check the audit makes
-(dataflex_rl.artefacts.provenance.damage), restricted to the metrics so that a run's model is not hashed — so an edited or
-damaged metrics file is refused with its path instead of plotted.
+(dataflex_rl.artefacts.provenance.damage), restricted to the metrics so that a run's model is not hashed — so an edited
+or damaged metrics file is refused with its path instead of plotted.
 """
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
 """(run, benchmark)s whose answers were cut at the length cap: reported beside the results, never dropped from them.
 
-A cut answer is one the cap ended, not the model (vLLM's finish_reason "length"; dataflex_rl.records.run_records.cut_share). A
-high share says the cap is too short for the model, or that the model runs on past its answer — a base model that
-does not stop at its template's turn end writes invented turns until the cap, and the extractor may read an answer
-from them. Either way the score measures the cap as much as the skill, so every (run, benchmark) above
-`evaluation.max_cut_share` is listed in the cut_flags table; the summaries are unchanged.
+A cut answer is one the cap ended, not the model (vLLM's finish_reason "length";
+dataflex_rl.records.run_records.cut_share). A high share says the cap is too short for the model, or that the model runs
+on past its answer — a base model that does not stop at its template's turn end writes invented turns until the cap, and
+the extractor may read an answer from them. Either way the score measures the cap as much as the skill, so every (run,
+benchmark) above `evaluation.max_cut_share` is listed in the cut_flags table; the summaries are unchanged.
 """
 from __future__ import annotations
 

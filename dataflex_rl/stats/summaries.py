@@ -2,8 +2,8 @@
 
 DB (the mean of the domain means) is the headline because it weights math, logic and science equally however many
 benchmarks each has; Macro (mean over benchmarks) and Item (pooled items; the only summary that reads the counts,
-inferred ones for imported records: dataflex_rl.records.run_records) are kept beside it to show how much the choice of summary
-moves a ranking. Math-Heavy (the math benchmarks plus GPQA-Diamond, the authors' six-benchmark
+inferred ones for imported records: dataflex_rl.records.run_records) are kept beside it to show how much the choice of
+summary moves a ranking. Math-Heavy (the math benchmarks plus GPQA-Diamond, the authors' six-benchmark
 average) is the summary the paper's own tables used. Scores stay in [0, 1] here; report tables convert to points.
 """
 from __future__ import annotations

@@ -49,11 +49,12 @@ def _campaign_errors(campaign: Campaign, study: Study) -> list[str]:
 
 
 def _validation_sizes(campaign: Campaign, study: Study) -> dict[str, int]:
-    """The validation_size of each prompt-selection method the campaign trains (catalogue default filled in)."""
+    """The validation_size of each prompt-selection method the campaign trains that draws its validation prompts from
+    the corpus (catalogue default filled in); one with its own `validation` file draws none from it."""
     sizes = {}
     for method in campaign.methods:
         spec = study.methods.get(method)
-        if spec is not None and spec.family.role is Role.PROMPT_SELECTION:
+        if spec is not None and spec.family.role is Role.PROMPT_SELECTION and spec.validation_file() is None:
             sizes[method] = spec.resolved_params()["validation_size"]
     return sizes
 

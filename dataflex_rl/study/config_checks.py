@@ -3,9 +3,9 @@
 Two steps, so that the config is read once. `shape_errors` checks the raw config: the JSON schema
 (config/schema.yaml) with messages that name the key, the bad value and the fix (a misspelt key gets a did-you-mean),
 then the names a study is resolved from (each method's policy, each regime's transform). A config that passes it
-resolves to a `Study` (dataflex_rl.study.resolved), and `study_errors` checks that: the checks a schema cannot express — names
-that must exist in the benchmark registry, parameter ranges and the joint constraints of a policy with the study's K
-rollouts, controls, files that must exist, and backend facts. `config_errors` runs both. `resource_errors` checks the
+resolves to a `Study` (dataflex_rl.study.resolved), and `study_errors` checks that: the checks a schema cannot express —
+names that must exist in the benchmark registry, parameter ranges and the joint constraints of a policy with the study's
+K rollouts, controls, files that must exist, and backend facts. `config_errors` runs both. `resource_errors` checks the
 rules' resource requests (profile and command line) against the study's backends and cluster. docs/refusals.md lists
 every refusal. Nothing here imports torch.
 """
@@ -315,6 +315,52 @@ def benchmark_file_errors(study: Study, workdir: Path) -> list[str]:
     return errors
 
 
+def validation_file_errors(study: Study, workdir: Path) -> list[str]:
+    """A prompt selection's own validation file (its `validation` option: prompt_selection.validation_file) must be a
+    readable corpus file whose rows all pass the corpus checks, hold at least `validation_size` prompts, and share no
+    prompt (after the decontamination's normalisation) nor id with a test item of the study's benchmarks (a real
+    benchmark read from the hub is not checked here: it is not on disk at dry run)."""
+    import pandas as pd
+
+    from dataflex_rl.prompt_selection.validation_file import overlaps_with_tests, read_validation_file
+    from dataflex_rl.corpus.build import benchmark_items
+
+    files = {name: entry for name, spec in study.methods.items() if (entry := spec.validation_file())}
+    if not files or study.records_file:
+        return []
+    tests = []
+    for benchmark in study.benchmarks.names:
+        path = study.benchmarks.files.get(benchmark)
+        on_disk = path is not None and all((workdir / p).is_file() for p in benchmark_paths(path))
+        if benchmark in REGISTRY and (REGISTRY[benchmark].procedural or on_disk):
+            tests.append(benchmark_items(benchmark, study.benchmarks.items, study.benchmarks.seed,
+                                         [str(workdir / p) for p in benchmark_paths(path)] if on_disk else None))
+    errors = []
+    for name, entry in files.items():
+        key = f"methods.{name}.params.validation"
+        if problem := _file_problem(workdir / entry["path"]):
+            errors.append(f"{key}.path: {entry['path']!r} {problem}; put the validation file there or fix the path")
+            continue
+        try:
+            rows = read_validation_file(entry, workdir)
+        except ValueError as error:
+            errors.append(f"{key}: {error}")
+            continue
+        size = study.methods[name].resolved_params()["validation_size"]
+        if size > len(rows):
+            errors.append(f"methods.{name}.params.validation_size: {size} exceeds the {len(rows)} prompts of "
+                          f"validation file {entry['path']}; lower it to at most {len(rows)} ({len(rows)}: all of "
+                          "the file, as the released loop scores against)")
+        overlaps = overlaps_with_tests(rows, pd.concat(tests, ignore_index=True)) if tests else []
+        if overlaps:
+            row, benchmark, item = overlaps[0]
+            errors.append(f"{key}: {len(overlaps)} prompt(s) of validation file {entry['path']} are test items "
+                          f"(the same normalised prompt or id), the first row {row!r} = benchmark {benchmark!r} "
+                          f"item {item!r}; remove them from the file — a validation prompt that is also scored "
+                          "measures the selection on its own target")
+    return errors
+
+
 def model_errors(study: Study, workdir: Path) -> list[str]:
     """Each model the config declares, and the methods the study trains on it, checked by its backend
     (dataflex_rl.backends.base: `config_errors`)."""
@@ -432,7 +478,8 @@ def study_errors(study: Study, workdir: str | Path = ".") -> list[str]:
     workdir = Path(workdir)
     return (method_errors(study) + data_errors(study, workdir) + model_errors(study, workdir)
             + training_errors(study) + prompt_cap_errors(study) + records_errors(study, workdir)
-            + template_errors(study.template) + campaign_errors(study, workdir))
+            + template_errors(study.template) + campaign_errors(study, workdir)
+            + validation_file_errors(study, workdir))
 
 
 # --- resources ------------------------------------------------------------------------------------------------------

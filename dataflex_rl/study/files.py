@@ -1,7 +1,7 @@
 """Every file a study's jobs read and write, per job: the look-ups rules/common.smk adapts to wildcards.
 
-The rules name a job's outputs by their layout patterns (dataflex_rl.artefacts.layout); what a job reads, which gates it still
-waits for and which files the study's `all` target lists depend on the study (its backends, its methods, its
+The rules name a job's outputs by their layout patterns (dataflex_rl.artefacts.layout); what a job reads, which gates it
+still waits for and which files the study's `all` target lists depend on the study (its backends, its methods, its
 calibration threshold, what is on disk), and are decided here, where they can be tested without Snakemake.
 Torch-free: the Snakefile's parse imports it.
 """
@@ -132,8 +132,8 @@ class StudyFiles:
         return benchmark_paths(entry) if entry and benchmark not in self.hub_benchmarks else []
 
     def benchmark_digests(self, benchmark: str) -> list[str | None] | None:
-        """The sha256 of each file of a benchmark read from files (dataflex_rl.study.input_digests), None for a generated
-        one."""
+        """The sha256 of each file of a benchmark read from files (dataflex_rl.study.input_digests), None for a
+        generated one."""
         entry = self.study.benchmarks.files.get(benchmark)
         return [self.study.input_digests.get(path) for path in benchmark_paths(entry)] if entry else None
 
@@ -156,7 +156,7 @@ class StudyFiles:
                 for method, seed, run in self.study.cell_runs(cell)
                 for bench in self.benchmarks]
 
-    # --- the gates a job still waits for (dataflex_rl.artefacts.gates.pending) -------------------------------------------
+    # --- the gates a job still waits for (dataflex_rl.artefacts.gates.pending) ---------------------------------
     def data_section(self, data: str) -> str:
         """The `data_validation` section of a quarantine gate's data (layout.CORPUS_DATA or a benchmark)."""
         return "corpus" if data == layout.CORPUS_DATA else "benchmarks"

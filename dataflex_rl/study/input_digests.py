@@ -1,7 +1,7 @@
 """The content of the study's external input files (`corpus.files`, `benchmarks.files`), as sha256 digests taken when
-the workflow is planned. They enter the settings slices of the jobs that read the files (dataflex_rl.study.resolved), so a file
-replaced by other bytes replans those jobs whatever its modification time: `rsync -t`, `cp -p`, a restore from backup
-or an older download moved into place all keep or set back the mtime Snakemake would otherwise go by.
+the workflow is planned. They enter the settings slices of the jobs that read the files (dataflex_rl.study.resolved), so
+a file replaced by other bytes replans those jobs whatever its modification time: `rsync -t`, `cp -p`, a restore from
+backup or an older download moved into place all keep or set back the mtime Snakemake would otherwise go by.
 """
 from __future__ import annotations
 
@@ -21,10 +21,11 @@ def file_digest(path: Path) -> str | None:
 
 
 def input_digests(study: Study, workdir: Path) -> dict[str, str | None]:
-    """{path as the config writes it: digest} for every corpus and benchmark file the study names, resolved against
-    the workflow's working directory; nothing for a records-only study, which reads none."""
+    """{path as the config writes it: digest} for every corpus, benchmark and validation file the study names,
+    resolved against the workflow's working directory; nothing for a records-only study, which reads none."""
     if study.records_file:
         return {}
     paths = [entry["path"] for entry in study.corpus.files]
     paths += [path for entry in study.benchmarks.files.values() for path in benchmark_paths(entry)]
+    paths += [entry["path"] for method in study.methods.values() if (entry := method.validation_file())]
     return {path: file_digest(Path(workdir) / path) for path in dict.fromkeys(paths)}

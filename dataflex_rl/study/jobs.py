@@ -2,8 +2,8 @@
 them.
 
 Each entry point takes the job's arguments and its settings slice exactly as the rule passes them (`params.job`,
-`params.settings`; dataflex_rl.study.resolved), verifies its input artefacts against their producers' provenance, runs the
-model's backend through its typed job spec (dataflex_rl.backends.base), and writes its own provenance record last
+`params.settings`; dataflex_rl.study.resolved), verifies its input artefacts against their producers' provenance, runs
+the model's backend through its typed job spec (dataflex_rl.backends.base), and writes its own provenance record last
 (dataflex_rl.artefacts.provenance).
 """
 from __future__ import annotations
@@ -68,13 +68,17 @@ def training_state(state_dir, settings: Mapping[str, Any], inputs: Mapping[str, 
 def train_job(job: Mapping[str, Any], checkpoint_every: int) -> TrainJob:
     """The typed spec of a train job's arguments (`params.job`: Study.train_job) and its checkpoint interval."""
     return TrainJob(job["model"], job["template"], MethodSpec.from_job(job["method"]), job["seed"],
-                    GRPOSettings(**job["training"], checkpoint_every=checkpoint_every), job.get("target_domain"))
+                    GRPOSettings(**job["training"], checkpoint_every=checkpoint_every), job.get("target_domain"),
+                    tuple((size, seed) for size, seed in job.get("validation_draws", ())))
 
 
 def train_run(job: Mapping[str, Any], settings: Mapping[str, Any], *, base, corpus, checkpoint_every: int,
               out_model, out_metrics, out_provenance, state_dir, threads: int = 1,
               token_caps: TokenCaps | None = None, gpus: int = 0) -> None:
     inputs = {"corpus": plain_input(corpus), **_base_input(base)}
+    validation = MethodSpec.from_job(job["method"]).validation_file()
+    if validation:  # a prompt selection's own validation prompts (prompt_selection.validation_file)
+        inputs["validation"] = plain_input(validation["path"])
     state = training_state(state_dir, settings, inputs)
     others = sorted(p.name for p in Path(state_dir).glob("*") if p.is_dir() and p != state)
     if others:

@@ -127,9 +127,10 @@ def matrix_summary(study: Study, jobs: Mapping[str, int],
     lines.append(f"  models ({len(study.models)}): "
                  + "; ".join(f"{b}: {', '.join(ms)}" for b, ms in sorted(by_backend.items())))
     lines += [f"  {note}" for note in models]
+    selects = any(method.family.needs_probe for method in study.methods.values())
     for backend in sorted(by_backend):
-        lines += [f"  {backend} {line}"
-                  for line in get_backend(backend).job_commands(study.training, study.evaluation, resources)]
+        lines += [f"  {backend} {line}" for line in get_backend(backend).job_commands(
+            study.training, study.evaluation, resources, prompt_selection=selects)]
     lines.append("  methods:    policy      family       control          params")
     lines += _methods_table(study)
     lines.append(f"  benchmarks ({len(study.benchmarks.names)}): {_benchmarks_line(study)}")

@@ -39,6 +39,9 @@ from dataflex_rl.corpus.validation_settings import ValidationSettings
 
 # Training settings that cannot change a run's result (a checkpointed, resumed run is bit-identical).
 RESULT_NEUTRAL_TRAINING = ("checkpoint_every",)
+# A train slice's key for the validation draws its corpus holds out (Study.validation_draws): the prompt-selection
+# methods' `validation_size` and `validation_seed` on that corpus, which every run on it depends on.
+HELD_OUT_KEY = "validation_draws"
 
 
 @dataclass(frozen=True)
@@ -326,8 +329,8 @@ class Study:
         )
 
     def with_input_digests(self, input_digests: Mapping[str, str | None]) -> "Study":
-        """The study with its input files' contents (dataflex_rl.study.input_digests.input_digests), so that a replaced file
-        replans what reads it."""
+        """The study with its input files' contents (dataflex_rl.study.input_digests.input_digests), so that a replaced
+        file replans what reads it."""
         return replace(self, input_digests=dict(input_digests))
 
     def methods_trained_on(self, model: str) -> dict[str, MethodSpec]:
@@ -403,6 +406,40 @@ class Study:
         """The quarantine gate's threshold for `section` ("corpus" or "benchmarks")."""
         return self.data_validation[section].max_quarantine_fraction
 
+    @_memoised
+    def validation_draws(self, model: str, regime: str | None) -> list[list[int]]:
+        """The validation draws, [validation_size, validation_seed] each (sorted, once each), of the prompt-selection
+        methods the study trains on `model`'s corpus of `regime`: the rows they draw are held out of every run on
+        that corpus, whatever its method (prompt_selection.candidates.held_out_rows), so that every arm of a cell
+        trains on the same pool. [] where no prompt selection draws its validation prompts from it (none trains on
+        it, or each reads its own `validation` file): nothing is held out."""
+        draws = set()
+        for run in self.runs:
+            spec = self.methods[run.method]
+            if ((run.model, run.regime) == (model, regime) and spec.family.role is Role.PROMPT_SELECTION
+                    and spec.validation_file() is None):
+                params = spec.resolved_params()
+                draws.add((params["validation_size"], params["validation_seed"]))
+        return [list(draw) for draw in sorted(draws)]
+
+    def held_out_draws(self, run: Run) -> list[list[int]]:
+        """The validation draws `run` holds out (validation_draws), less the one a prompt selection draws itself:
+        [] where that is all there is, so that such a run's job and slice are those of a study holding nothing out
+        (its own validation prompts are out of its pool either way)."""
+        draws = self.validation_draws(run.model, run.regime)
+        spec = self.methods[run.method]
+        if spec.family.role is Role.PROMPT_SELECTION:
+            params = spec.resolved_params()
+            if draws == [[params["validation_size"], params["validation_seed"]]]:
+                return []
+        return draws
+
+    def validation_files(self, run: Run) -> list[str]:
+        """The validation file a run's prompt selection reads (its `validation` option's path), as a list: [] for
+        one on corpus rows and for every other method."""
+        entry = self.methods[run.method].validation_file()
+        return [entry["path"]] if entry else []
+
     def controls(self) -> dict[str, str]:
         return {name: m.control for name, m in self.methods.items() if m.control}
 
@@ -474,9 +511,12 @@ class Study:
         spec = self.methods[run.method]
         corpus = self.regime_slice(run.regime, run.model) if run.regime else self.clean_corpus_slice()
         trained = _flat(f"models.{run.model}", self.models[run.model].result_settings[1])
+        draws = self.held_out_draws(run)
         return _sorted({**self.base_slice(run.model), **trained, **corpus, "prompt_template": self.template,
                         f"methods.{run.method}.policy": spec.policy,
                         **_flat(f"methods.{run.method}.params", spec.resolved_params()),
+                        **({HELD_OUT_KEY: draws} if draws else {}),
+                        **self._digests(f"methods.{run.method}.params.validation.sha256", self.validation_files(run)),
                         "seed": run.seed, **_flat("training", self._training(run.steps))})
 
     # --- a job's arguments: plain JSON-able values, every one of them result-determining ----------------------------
@@ -497,8 +537,13 @@ class Study:
         job = {"model": self.models[run.model].settings, "template": self.template, "seed": run.seed,
                "training": self._training(run.steps),
                "method": {"name": spec.name, "policy": spec.policy, "params": spec.params, "family": spec.family.name}}
-        if spec.family.role is Role.PROMPT_SELECTION:  # its validation prompts come from the regime's evaluation domain
+        draws = self.held_out_draws(run)
+        # a prompt selection's validation prompts come from the regime's evaluation domain, and every run on a corpus
+        # a prompt selection trains on holds those prompts out
+        if spec.family.role is Role.PROMPT_SELECTION or draws:
             job["target_domain"] = self.regimes[run.regime].evaluation_domain if run.regime else None
+        if draws:
+            job["validation_draws"] = draws
         return job
 
     def score_job(self, model: str) -> dict[str, Any]:
@@ -548,8 +593,8 @@ class Study:
 
     def _readers(self) -> list[str]:
         """The reports and tables, other than the cells' provenance records, that record the inputs their jobs read
-        (dataflex_rl.artefacts.provenance): the decontamination audit, the gates, the regime audits, the solve rates and the
-        records table; the audit compares what they read with what is on disk now. None for a records-only study."""
+        (dataflex_rl.artefacts.provenance): the decontamination audit, the gates, the regime audits, the solve rates and
+        the records table; the audit compares what they read with what is on disk now. None for a records-only study."""
         if self.records_file:
             return []
         benchmarks = registry_order(self.benchmarks.names)

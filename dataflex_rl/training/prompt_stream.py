@@ -12,12 +12,13 @@ from typing import Mapping, Sequence
 
 
 class PromptStream:
-    def __init__(self, row_domains: Sequence[str], seed: int):
+    def __init__(self, row_domains: Sequence[str], seed: int, held_out: frozenset[int] = frozenset()):
+        """`held_out`: rows never drawn (the study's validation prompts: prompt_selection.candidates.held_out_rows)."""
         self._seed = seed
         self._rows_by_domain: dict[str, list[int]] = {}
-        for row, domain in enumerate(row_domains):
-            self._rows_by_domain.setdefault(domain, []).append(row)
-        self._all_rows = list(range(len(row_domains)))
+        self._all_rows = [row for row in range(len(row_domains)) if row not in held_out]
+        for row in self._all_rows:
+            self._rows_by_domain.setdefault(row_domains[row], []).append(row)
         self._domain_rng = random.Random(f"domains:{seed}")
         self._queues: dict[str, dict] = {}
         self._orders: dict[tuple[str, int], list[int]] = {}  # cache of the current permutation per key and epoch

@@ -128,7 +128,7 @@ class EmbeddedBackend:
         return _memory_errors("score", key, shape, batch, prompts, estimate, resources, "lower evaluation.batch_size")
 
     def job_commands(self, training: GRPOSettings, evaluation: EvaluationSettings,
-                     resources: Mapping[str, Mapping[str, Any]]) -> list[str]:
+                     resources: Mapping[str, Mapping[str, Any]], prompt_selection: bool = False) -> list[str]:
         return []
 
     def job_resources(self, rule: str) -> dict[str, Any]:
@@ -147,7 +147,8 @@ class EmbeddedBackend:
 
         trained_with = train_run(base, corpus, job.method, job.seed, job.training, job.template, out_model,
                                  out_metrics, state_dir, threads=threads, token_caps=token_caps,
-                                 target_domain=job.target_domain, open_probe=self.open_probe)
+                                 target_domain=job.target_domain, validation_draws=job.validation_draws,
+                                 open_probe=self.open_probe)
         return {"threads": trained_with}  # the one thing besides its settings that its weights depend on
 
     def open_generator(self, model: Mapping[str, Any], *, model_dir, threads: int, gpus: int):

@@ -2,7 +2,6 @@
 rollouts of corpus rows with the run's rewards, and per-group gradients of the probe loss on the training model."""
 from __future__ import annotations
 
-import hashlib
 from typing import Sequence
 
 import torch
@@ -11,15 +10,10 @@ from torch import Tensor
 from dataflex_rl.backends.embedded.generation import decode, response_texts
 from dataflex_rl.backends.embedded.rewards import rollout_rewards
 from dataflex_rl.prompt_selection.gradients import ParameterLayout, group_gradients, summed_gradient
-from dataflex_rl.prompt_selection.round import ProbeRollouts
+from dataflex_rl.prompt_selection.round import ProbeRollouts, stream_seed
 
 # Prompts decoded at once: bounds the KV cache of a round's M·k_r rollouts.
 DECODE_PROMPTS = 64
-
-
-def stream_seed(seed: int, stream: str) -> int:
-    """A generator seed for one rollout stream of a run: the same for every method of the seed."""
-    return int.from_bytes(hashlib.blake2b(f"{seed}:{stream}".encode(), digest_size=8).digest(), "big") >> 1
 
 
 class EmbeddedProbe:

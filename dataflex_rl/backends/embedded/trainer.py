@@ -4,9 +4,9 @@ optimiser step per batch (ppo_mini_batch_size == train_batch_size, so old log-pr
 Everything that makes the run resumable — model, optimiser, the sampling generator and torch's global RNG, prompt
 stream (with its domain RNG), mixture state, a prompt selection's round and the metrics so far — is written atomically into one checkpoint file
 every `checkpoint_every` steps, so a run killed at any point and rerun ends bit-identical to an uninterrupted one
-(tests/test_fault_injection.py kills it for real at each point of `dataflex_rl.training.faults`). No code path of a step draws
-from Python's or numpy's global RNG: the prompt stream owns its `random.Random`s and the matched-random control of a
-selection derives its generator from the seed and the batch's prompt ids.
+(tests/test_fault_injection.py kills it for real at each point of `dataflex_rl.training.faults`). No code path of a step
+draws from Python's or numpy's global RNG: the prompt stream owns its `random.Random`s and the matched-random control of
+a selection derives its generator from the seed and the batch's prompt ids.
 
 The checkpoint also records torch's intra-op thread count: CPU kernels split their sums by it, so one run trained with
 1 and with 2 threads drifts apart within tens to hundreds of steps (torch's deterministic mode does not change that),
@@ -24,6 +24,7 @@ import pickle
 import sys
 import time
 from pathlib import Path
+from typing import Sequence
 
 import pandas as pd
 import torch
@@ -41,6 +42,7 @@ from dataflex_rl.backends.embedded.sequences import (continuation_logprobs, enco
                                                      response_logprobs)
 from dataflex_rl.policies.driver import PolicyDriver
 from dataflex_rl.prompt_selection.selector import RowLabels
+from dataflex_rl.prompt_selection.validation_file import read_validation_file
 from dataflex_rl.regimes.low_utility import is_easy
 from dataflex_rl.regimes.noisy_rewards import noisy_reward_p
 from dataflex_rl.policies.methods import MethodSpec
@@ -66,22 +68,26 @@ def _batch_health(rewards: torch.Tensor, token_mask: torch.Tensor) -> dict[str, 
 class EmbeddedGRPOTrainer:
     def __init__(self, base_dir: str | Path, corpus: pd.DataFrame, method: MethodSpec, seed: int,
                  settings: GRPOSettings, template: str, target_domain: str | None = None,
-                 open_probe: ProbeOpener | None = None):
+                 open_probe: ProbeOpener | None = None, validation_draws: Sequence[tuple[int, int]] = ()):
         """`target_domain`: the unbalanced regime's evaluation domain, where a prompt selection draws its validation
         prompts from (None: any domain). `open_probe`: the backend's probe (Backend.open_probe), which a prompt
-        selection's rounds measure on this trainer."""
+        selection's rounds measure on this trainer. `validation_draws`: the study's validation draws on this corpus,
+        held out of this run's prompts whatever its method (TrainJob.validation_draws)."""
         self.settings, self.method, self.seed, self.template = settings, method, seed, template
         self.model, self.tokenizer = load_model(base_dir)
         self.reference = copy.deepcopy(self.model).requires_grad_(False)
-        self.items = corpus.to_dict("records")
-        self.noise_p = [noisy_reward_p(item) for item in self.items]
+        # a prompt selection's own validation file: its rows follow the corpus's, and are never trained on
+        validation_file = method.validation_file()
+        validation = read_validation_file(validation_file).to_dict("records") if validation_file else []
+        self.items = corpus.to_dict("records") + validation
+        self.noise_p = [noisy_reward_p(item) for item in self.items[:len(corpus)]] + [None] * len(validation)
         self.prompt_tokens = encode_prompts(tokenizer=self.tokenizer,
                                             prompts=[render_prompt(i["prompt"], template, self.tokenizer)
                                                      for i in self.items])
         domains = [i["domain"] for i in self.items]
         labels = RowLabels(domains, [p is not None for p in self.noise_p], [is_easy(i) for i in self.items],
                            target_domain)
-        self.driver = PolicyDriver(method, domains, seed, labels)
+        self.driver = PolicyDriver(method, domains[:len(corpus)], seed, labels, validation_draws)
         torch.manual_seed(seed)
         self.optimiser = torch.optim.AdamW(self.model.parameters(), lr=settings.learning_rate, weight_decay=0.0)
         self.probe = None
@@ -305,7 +311,7 @@ def _readable(path: Path) -> dict | None:
 def train_run(base_dir, corpus_path, method: MethodSpec, seed: int, settings: GRPOSettings, template: str,
               out_model, out_metrics, state_dir, threads: int = 1, progress: bool = True,
               token_caps: TokenCaps | None = None, target_domain: str | None = None,
-              open_probe: ProbeOpener | None = None) -> int:
+              open_probe: ProbeOpener | None = None, validation_draws: Sequence[tuple[int, int]] = ()) -> int:
     """Train one (model, method, seed) run; write its final model directory (Hugging Face layout, loadable by
     transformers or vLLM like the base) and its per-step metrics, each atomically; return the thread count its steps
     were trained with. Before the first step, the corpus the run trains on must hold one step's prompts, each within
@@ -313,10 +319,12 @@ def train_run(base_dir, corpus_path, method: MethodSpec, seed: int, settings: GR
     torch.set_num_threads(threads)
     corpus = pd.read_parquet(corpus_path)
     check_prompts_per_step(len(corpus), settings.prompts_per_step, str(corpus_path))
-    trainer = EmbeddedGRPOTrainer(base_dir, corpus, method, seed, settings, template, target_domain, open_probe)
+    trainer = EmbeddedGRPOTrainer(base_dir, corpus, method, seed, settings, template, target_domain, open_probe,
+                                  validation_draws)
     if token_caps is not None:
-        check_token_cap(TRAINING_PROMPTS, list(corpus["id"]), [len(p) for p in trainer.prompt_tokens],
-                        token_caps.prompt, str(corpus_path))
+        # the corpus's prompts and a validation file's after them (the probe renders and decodes both alike)
+        check_token_cap(TRAINING_PROMPTS, [item["id"] for item in trainer.items],
+                        [len(p) for p in trainer.prompt_tokens], token_caps.prompt, str(corpus_path))
     metrics = trainer.train(Path(state_dir), progress=progress)
     metrics.insert(0, "method", method.name)
     metrics.insert(1, "seed", seed)

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from dataflex_rl.backends.base import TrainJob
 from dataflex_rl.backends.verl.model_source import model_path_errors, model_path_notes
-from dataflex_rl.backends.verl.model_heads import model_heads, tensor_parallel_problem
+from dataflex_rl.backends.verl.model_heads import model_heads, model_parameters, tensor_parallel_problem
+from dataflex_rl.backends.verl.probe_settings import ProbeSettings, check_selection_options, probe_memory_errors
 from dataflex_rl.backends.verl.rollout import RESULT_SETTINGS, RolloutSettings
 from dataflex_rl.training.recipe import GRPOSettings
 from dataflex_rl.config.sections import filled
@@ -63,11 +64,20 @@ class VerlBackend:
     name = "verl"
     conda_env = "../envs/gpu.yaml"
     build_base_model = None  # verl loads `path` and scores it untrained like any run
-    open_probe = None  # prompt selection does not run on verl in this version (config_errors refuses it)
+
+    def open_probe(self, trainer, temperature: float):
+        """A selection round's probe on a round boundary of the merge-then-score loop (`trainer`:
+        probe.RoundBoundary, which selection_rounds.run_segments opens between verl segments)."""
+        from dataflex_rl.backends.verl.probe import VerlProbe
+
+        return VerlProbe(trainer, temperature)
 
     def model_settings(self, entry: Mapping[str, Any]) -> dict[str, Any]:
-        return {"backend": self.name, "path": entry.get("path"),
-                "rollout": asdict(filled(RolloutSettings, entry.get("rollout")))}
+        settings = {"backend": self.name, "path": entry.get("path"),
+                    "rollout": asdict(filled(RolloutSettings, entry.get("rollout")))}
+        if "probe" in entry:  # only a model whose config writes it: the other models' settings stay as they were
+            settings["probe"] = asdict(filled(ProbeSettings, entry["probe"]))
+        return settings
 
     def result_settings(self, settings: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """The untrained base's scores depend on the weights at `path`; a trained run's also on the rollout's tensor
@@ -78,13 +88,8 @@ class VerlBackend:
 
     def config_errors(self, key: str, model: ModelSpec, workdir: Path, records_only: bool,
                       methods: Mapping[str, MethodSpec]) -> list[str]:
-        # A family that needs a probe (a prompt selection's rounds decode and differentiate candidate prompts outside
-        # the training step) is refused while the backend has none (`open_probe`).
-        errors = [f"methods.{name}.policy: {method.policy!r} is a {method.family.name} method, "
-                  f"which the verl backend ({key}) does not run in this version: its selection rounds score candidate "
-                  f"prompts with extra rollouts and gradients outside verl's training step — remove the method, or "
-                  f"run it on an embedded model"
-                  for name, method in methods.items() if method.family.needs_probe and self.open_probe is None]
+        errors = [f"methods.{name}.{error} ({key} is a verl model)" for name, method in methods.items()
+                  if method.family.needs_probe for error in check_selection_options(method)]
         if "path" not in model.written:
             errors.append(f"{key}.path: missing; the verl backend needs the base model's local path or hub name "
                           f"(e.g. Qwen/Qwen2.5-7B)")
@@ -110,7 +115,22 @@ class VerlBackend:
                     f"{key}.resources.train.gpu)"]
         errors = (self._batch_errors(training, int(resources["gpu"]))
                   + self._rollout_errors(key, model, int(resources["gpu"])))
+        if selection is not None:
+            errors += self._probe_errors(key, model, resources)
         return errors or self._verl_config_errors(key, model, training, resources)
+
+    @staticmethod
+    def _probe_errors(key: str, model: ModelSpec, resources: Mapping[str, Any]) -> list[str]:
+        """A selection round's memory on one of the train job's GPUs and on its host (probe_settings), for the
+        model's parameter count: from its config.json where it can be read, else `probe.parameters`; neither: one
+        stderr line says it was not checked."""
+        settings = filled(ProbeSettings, model.settings.get("probe"))
+        parameters = model_parameters(model.path or "") or settings.parameters
+        if parameters is None:
+            print(f"{key}: the selection round's memory was not checked: its config.json cannot be read here and "
+                  f"{key}.probe.parameters is not set", file=sys.stderr)
+            return []
+        return probe_memory_errors(key, parameters, settings, int(resources.get("mem_mb") or 0))
 
     def _batch_errors(self, training: GRPOSettings, gpus: int) -> list[str]:
         """verl asserts that train_batch_size × rollout.n (prompts_per_step × rollouts; the recipe sets
@@ -198,7 +218,7 @@ class VerlBackend:
                 f"the override from the profile's set-resources or --set-resources)"]
 
     def job_commands(self, training: GRPOSettings, evaluation: EvaluationSettings,
-                     resources: Mapping[str, Mapping[str, Any]]) -> list[str]:
+                     resources: Mapping[str, Mapping[str, Any]], prompt_selection: bool = False) -> list[str]:
         from dataflex_rl.backends.verl.merge import merge_command
         from dataflex_rl.backends.verl.overrides import RunFiles, run_overrides, verl_command
         from dataflex_rl.backends.verl.scoring import BATCH_INVARIANT, engine_arguments, sampling_arguments
@@ -214,11 +234,30 @@ class VerlBackend:
         engine = engine_arguments("<run>/merged or models.<m>.path", max_new_tokens=tokens, gpus="<gpu>", seed=seed)
         sampling = sampling_arguments(max_new_tokens=tokens, temperature=evaluation.temperature, seed=seed,
                                       stop_token_ids=STOP_PLACEHOLDER)
-        return ["train (<state>: the run's state folder; flash-attn instead of sdpa where importable at launch): "
-                "VERL_FILE_LOGGER_PATH=<state>/verl_metrics.attempt<N>.jsonl", *(f"  {part}" for part in command),
-                f"merge: python {' '.join(merge_command('<run>/model[/actor]', '<run>/merged')[1:])}",
-                f"score: {BATCH_INVARIANT}=1, vllm.LLM({_arguments(engine)}), "
-                f"vllm.SamplingParams({_arguments(sampling)})"]
+        lines = ["train (<state>: the run's state folder; flash-attn instead of sdpa where importable at launch): "
+                 "VERL_FILE_LOGGER_PATH=<state>/verl_metrics.attempt<N>.jsonl", *(f"  {part}" for part in command),
+                 f"merge: python {' '.join(merge_command('<run>/model[/actor]', '<run>/merged')[1:])}",
+                 f"score: {BATCH_INVARIANT}=1, vllm.LLM({_arguments(engine)}), "
+                 f"vllm.SamplingParams({_arguments(sampling)})"]
+        return lines + ([self._round_command(training, train.get("gpu", "<gpu>"))] if prompt_selection else [])
+
+    @staticmethod
+    def _round_command(training: GRPOSettings, gpus) -> str:
+        """What a prompt selection's round runs between verl segments (selection_rounds.py, round_job.py)."""
+        from dataflex_rl.backends.verl import probe_rollouts
+        from dataflex_rl.backends.verl.overrides import DEFAULT_PROMPT_TOKENS
+
+        engine = probe_rollouts.engine_arguments("<round weights>", max_new_tokens=training.max_new_tokens,
+                                                 prompt_tokens=DEFAULT_PROMPT_TOKENS, rollout=ROLLOUT_PLACEHOLDERS,
+                                                 seed="<seed>")
+        sampling = probe_rollouts.sampling_arguments(
+            samples="<k_r or k_v>", temperature=f"<score_temperature, else {training.temperature}>",
+            max_new_tokens=training.max_new_tokens, seed="<seed, stream>", stop_token_ids=STOP_PLACEHOLDER)
+        return (f"selection round (before each verl segment of steps_per_round steps, in the train job, on its {gpus} "
+                f"GPUs): python -m dataflex_rl.backends.verl.round_job <state>/round_<r>.spec.json — rollouts "
+                f"vllm.LLM({_arguments(engine)}), vllm.SamplingParams({_arguments(sampling)}); gradients: "
+                f"transformers AutoModelForCausalLM (<round weights>, dtype=bfloat16) on cuda, "
+                f"models.<m>.probe.micro_batch responses per backward (default {ProbeSettings().micro_batch})")
 
     def job_resources(self, rule: str) -> dict[str, Any]:
         return dict(JOB_RESOURCES.get(rule, {}))
@@ -237,7 +276,9 @@ class VerlBackend:
                               training=job.training, template=job.template, out_model=out_model,
                               out_metrics=out_metrics, state_dir=Path(state_dir), gpus=gpus, cpus=threads,
                               token_caps=token_caps, target_domain=job.target_domain,
-                              rollout_engine=filled(RolloutSettings, job.model.get("rollout")))
+                              rollout_engine=filled(RolloutSettings, job.model.get("rollout")),
+                              probe=filled(ProbeSettings, job.model.get("probe")),
+                              validation_draws=job.validation_draws)
 
     def merge(self, model_dir, out_dir) -> None:
         """The run's final FSDP checkpoint through verl's own merger (dataflex_rl.backends.verl.merge)."""

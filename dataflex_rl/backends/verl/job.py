@@ -23,14 +23,18 @@ CONFIG_BLOCK = "dataflex_rl"
 class VerlRunJob:
     """One run's data-policy side: the method, the run's seed (prompt order and the policy's own draws), the
     training corpus in verl's parquet schema (dataflex_rl.backends.verl.dataset; its row order is the corpus's,
-    which the policy driver's row indices refer to), the rollouts per prompt (verl's `rollout.n`), and the domain a
-    prompt selection validates on (None: any)."""
+    which the policy driver's row indices refer to), the rollouts per prompt (verl's `rollout.n`), the domain a
+    prompt selection validates on (None: any), where a prompt selection's round files are (selection_rounds.py;
+    None for other methods), and the study's validation draws on this corpus (Study.validation_draws), held out of
+    this run's prompts whatever its method."""
 
     method: MethodSpec
     seed: int
     train_file: str
     rollouts: int
     target_domain: str | None = None
+    rounds_dir: str | None = None
+    validation_draws: tuple[tuple[int, int], ...] = ()
 
     def write(self, path: str | Path) -> Path:
         with atomic_path(path) as tmp:
@@ -44,4 +48,5 @@ class VerlRunJob:
         except (OSError, ValueError) as error:
             raise ValueError(f"{path}: cannot read the verl run job ({error}); the train job writes it before "
                              f"launching verl — rerun the train job") from None
-        return cls(**{**raw, "method": MethodSpec.from_job(raw["method"])})
+        return cls(**{**raw, "method": MethodSpec.from_job(raw["method"]),
+                      "validation_draws": tuple(tuple(draw) for draw in raw.get("validation_draws", ()))})

@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import NamedTuple, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 import pandas as pd
 
@@ -25,7 +25,10 @@ from dataflex_rl.backends.verl.job import VerlRunJob
 from dataflex_rl.backends.verl.overrides import (DEFAULT_PROMPT_TOKENS, RunFiles, attention_implementation, run_overrides,
                                                  verl_command)
 from dataflex_rl.backends.verl.rollout_stops import write_rollout_generation_config
+from dataflex_rl.backends.verl.probe_settings import ProbeSettings
+from dataflex_rl.backends.verl.round_job import RoundSpec, run_round_process
 from dataflex_rl.backends.verl.rollout import RolloutSettings
+from dataflex_rl.backends.verl.selection_rounds import ROUNDS_FOLDER, policy_driver, round_metrics, run_segments
 from dataflex_rl.policies.methods import MethodSpec
 from dataflex_rl.training.recipe import GRPOSettings
 from dataflex_rl.corpus.token_caps import TokenCaps
@@ -46,6 +49,7 @@ VERL_METRICS = {
     "seconds": "timing_s/step",
 }
 METRICS_GLOB = "verl_metrics.attempt*.jsonl"
+ROUND_SECONDS = "round_seconds_"  # a selection round's phases (prompt_selection.selector)
 LOG_GLOB = "verl.attempt*.log"
 
 
@@ -108,12 +112,14 @@ def attempt_files(state_dir: Path) -> list[Path]:
     return sorted(Path(state_dir).glob(METRICS_GLOB), key=lambda p: int(p.stem.split("attempt")[-1]))
 
 
-def metrics_frame(steps: dict[int, LoggedStep], last_step: int, method: str, seed: int,
-                  attention: str) -> pd.DataFrame:
+def metrics_frame(steps: dict[int, LoggedStep], last_step: int, method: str, seed: int, attention: str,
+                  rounds: Mapping[int, Mapping[str, Any]] | None = None) -> pd.DataFrame:
     """Our per-step metrics from verl's: step counted from 0 as in the embedded trainer (verl's global step 1 is
     step 0), the policy driver's columns without their prefix, the verl values we name (VERL_METRICS), and the
     attention implementation the run trained with. Every step 1..last_step must be there, with every VERL_METRICS
-    key."""
+    key. `rounds`: a prompt selection's round metrics by the step that opened the round (selection_rounds.py), put
+    on that step's row, whose `seconds` then include the round's selection phases, as the embedded trainer's first
+    step of a round does (report/selection.py takes a round's training time as its steps' seconds less those)."""
     missing = [step for step in range(1, last_step + 1) if step not in steps]
     if missing:
         raise VerlRunError(f"verl's metrics lack global steps {missing[:5]}{' ...' if len(missing) > 5 else ''} of "
@@ -132,6 +138,10 @@ def metrics_frame(steps: dict[int, LoggedStep], last_step: int, method: str, see
                     if key.startswith(POLICY_PREFIX)})
         row.update({ours: data[theirs] for ours, theirs in VERL_METRICS.items()})
         row["attention"] = attention
+        opened = (rounds or {}).get(step - 1)
+        if opened:
+            row.update(opened)
+            row["seconds"] += sum(value for key, value in opened.items() if key.startswith(ROUND_SECONDS))
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -153,15 +163,21 @@ def keep_final_model(actor_dir: Path, out_model: Path) -> None:
                 os.link(source, target)
 
 
-def write_metrics(state_dir: Path, out_metrics, last_step: int, method: str, seed: int, attention: str) -> None:
-    frame = metrics_frame(read_verl_metrics(attempt_files(state_dir)), last_step, method, seed, attention)
+def write_metrics(state_dir: Path, out_metrics, last_step: int, method: str, seed: int, attention: str,
+                  steps_per_round: int | None = None) -> None:
+    """`steps_per_round`: a prompt selection's I, whose round files in the state folder give the rounds' metrics."""
+    rounds = None
+    if steps_per_round:
+        rounds = {index * steps_per_round: record for index, record in round_metrics(state_dir).items()}
+    frame = metrics_frame(read_verl_metrics(attempt_files(state_dir)), last_step, method, seed, attention, rounds)
     write_parquet(out_metrics, frame)
 
 
 def train_verl_run(model_path: str, *, corpus, method: MethodSpec, seed: int, training: GRPOSettings, template: str,
                    out_model, out_metrics, state_dir: Path, gpus: int, cpus: int, token_caps: TokenCaps | None = None,
-                   target_domain: str | None = None,
-                   rollout_engine: RolloutSettings = RolloutSettings()) -> dict[str, str]:
+                   target_domain: str | None = None, rollout_engine: RolloutSettings = RolloutSettings(),
+                   probe: ProbeSettings = ProbeSettings(),
+                   validation_draws: tuple[tuple[int, int], ...] = ()) -> dict[str, str]:
     """Train one run to `training.steps` (skipping verl when its final checkpoint is already in `state_dir`), then
     write the metrics and the final actor folder (`out_model`, FSDP shards plus `huggingface/`: the merge job's
     input). Returns the run's runtime facts: the attention kernel (flash-attn or sdpa, whichever was importable)."""
@@ -169,17 +185,34 @@ def train_verl_run(model_path: str, *, corpus, method: MethodSpec, seed: int, tr
     files = RunFiles.in_state(state_dir)
     check_prompts_per_step(write_verl_corpus(corpus, files.train_file, template), training.prompts_per_step,
                            str(corpus))
-    VerlRunJob(method, seed, str(files.train_file), training.rollouts, target_domain).write(files.job_file)
+    rounds_dir = str(state_dir / ROUNDS_FOLDER) if method.family.needs_probe else None
+    job = VerlRunJob(method, seed, str(files.train_file), training.rollouts, target_domain, rounds_dir,
+                     validation_draws)
+    job.write(files.job_file)
     attention = attention_implementation()
     final = final_actor_dir(files.checkpoint_dir, training.steps)
-    if not final.is_dir():
+    prompt_tokens = token_caps.prompt["tokens"] if token_caps else DEFAULT_PROMPT_TOKENS
+
+    def train_to(settings: GRPOSettings) -> None:
         stops = write_rollout_generation_config(model_path, files.generation_config_dir)
         print(f"rollouts stop at token ids {stops} ({files.generation_config_dir})", file=sys.stderr, flush=True)
-        run_verl(run_overrides(model_path, training, seed, gpus=gpus, cpus=cpus, files=files, attention=attention,
-                               rollout_engine=rollout_engine,
-                               prompt_tokens=token_caps.prompt["tokens"] if token_caps else DEFAULT_PROMPT_TOKENS,
+        run_verl(run_overrides(model_path, settings, seed, gpus=gpus, cpus=cpus, files=files, attention=attention,
+                               rollout_engine=rollout_engine, prompt_tokens=prompt_tokens,
                                experiment=f"{method.name}-seed{seed}"), state_dir)
-    write_metrics(state_dir, out_metrics, training.steps, method.name, seed, attention)
+
+    steps_per_round = None
+    if method.family.needs_probe:
+        steps_per_round = policy_driver(job).selector.steps_per_round
+
+        def score_round(weights: str, index: int, out: Path) -> None:
+            run_round_process(RoundSpec(str(files.job_file), training, index, weights, rollout_engine, probe,
+                                        prompt_tokens, str(out)), state_dir / f"round_{index}.spec.json")
+
+        run_segments(job=job, training=training, model_path=model_path, checkpoint_dir=files.checkpoint_dir,
+                     state_dir=state_dir, score_round=score_round, train_to=train_to, actor_dir=final_actor_dir)
+    elif not final.is_dir():
+        train_to(training)
+    write_metrics(state_dir, out_metrics, training.steps, method.name, seed, attention, steps_per_round)
     # the trainer removes superseded checkpoints after each save; this also covers a run that verl finished before
     for removed in remove_superseded_checkpoints(files.checkpoint_dir):
         print(f"removed {removed}: older than the checkpoint verl's tracker names", file=sys.stderr, flush=True)

@@ -54,3 +54,22 @@ def tensor_parallel_problem(heads: Heads, tensor_parallel_size: int) -> str | No
     if heads.key_value % tensor_parallel_size and tensor_parallel_size % heads.key_value:
         return f"{heads.key_value} key-value heads"
     return None
+
+
+def model_parameters(path: str) -> int | None:
+    """The trainable parameter count of the model at `path` (tied weights once, as the probe's gradients count them),
+    built from its config.json on torch's meta device: no weights are read or allocated. None where the config cannot
+    be read, or transformers cannot build it."""
+    config_file = _config_file(path)
+    if config_file is None:
+        return None
+    try:
+        import torch
+        from transformers import AutoConfig, AutoModelForCausalLM
+
+        config = AutoConfig.from_pretrained(config_file.parent)
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+    except (ImportError, OSError, ValueError, KeyError):
+        return None
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)

@@ -4,9 +4,10 @@ released launch script, experiments/train_one_7b_jizhi.sh), not verl 0.9.1's (TP
 rollout.yaml), whose TP 2 cannot start on one GPU (the rollout worker asserts that TP divides the GPUs:
 workers/engine_workers.py:655-660).
 
-Which of them a trained run's result depends on (study.py's train slice): the tensor parallelism, since vLLM splits
-each layer's reductions over TP GPUs and so can sample other tokens; not the memory share (the KV cache's size) nor
-eager mode (kernel launch, no CUDA graphs), which change speed and memory, so changing them retrains nothing.
+Which of them a trained run's result depends on (the train slice of dataflex_rl/study/resolved.py): the tensor
+parallelism, since vLLM splits each layer's reductions over TP GPUs and so can sample other tokens; not the memory share
+(the KV cache's size) nor eager mode (kernel launch, no CUDA graphs), which change speed and memory, so changing them
+retrains nothing.
 """
 from __future__ import annotations
 

@@ -2,9 +2,11 @@
 plugin module under `trainer.v1.trainer_mode=dataflex_rl`, that calls the same policy driver as the embedded trainer.
 
 Per step (verl's `PPOTrainer.step`):
-- `_next_train_batch`: the step's prompts are the driver's draw (the prompt stream, steered by a mixture's p(d)), taken
-  from verl's train dataset at those corpus rows. A mixture acts here, before generation: in sync mode verl's replay
-  buffer trains on every prompt it generated, so a choice among generated prompts could not change what is trained.
+- `_next_train_batch`: the step's prompts are the driver's draw (the prompt stream, steered by a mixture's p(d); a
+  prompt selection's kept rows, its round read from the file the train job wrote before the segment:
+  selection_rounds.py), taken from verl's train dataset at those corpus rows. A mixture acts here, before generation: in
+  sync mode verl's replay buffer trains on every prompt it generated, so a choice among generated prompts could not
+  change what is trained.
 - `_compute_advantage`: verl's GRPO advantages, then the driver weighs the step's [G, K, L] batch and the result goes
   back into the transfer queue as verl's loss fields (writeback.py).
 - `_update_actor`: after the update, the driver observes the step (a mixture's feedback), as the embedded trainer does
@@ -39,9 +41,9 @@ from dataflex_rl.artefacts.atomic import atomic_path
 from dataflex_rl.backends.verl.checkpoints import remove_superseded_checkpoints
 from dataflex_rl.backends.verl.job import CONFIG_BLOCK, VerlRunJob
 from dataflex_rl.backends.verl.registration import check_registered
+from dataflex_rl.backends.verl.selection_rounds import policy_driver, read_round, round_file
 from dataflex_rl.backends.verl.writeback import verl_loss_fields
 from dataflex_rl.policies import GroupBatch
-from dataflex_rl.policies.driver import PolicyDriver
 
 DRIVER_STATE_FILE = "dataflex_rl_driver.pt"  # in verl's global_step_N checkpoint folder
 METRICS_PREFIX = "dataflex/"
@@ -68,9 +70,11 @@ class DataflexTrainer(PPOTrainerSync):
             config.trainer.v1.trainer_mode = "sync"
         super().__init__(config)
         self.job = VerlRunJob.read(config[CONFIG_BLOCK].job_file)
-        if self.job.method.family.needs_probe:  # its rounds score candidates with the backend's probe: none here
+        if self.job.method.family.needs_probe and self.job.rounds_dir is None:
             raise ValueError(f"{config[CONFIG_BLOCK].job_file}: method {self.job.method.name!r} is a prompt "
-                             f"selection, which runs on the embedded backend only; train it there")
+                             f"selection, and the job names no rounds_dir: its rounds are scored by the train job "
+                             f"between verl segments (dataflex_rl/backends/verl/selection_rounds.py) — start it "
+                             f"through the train job")
         self.rollouts = int(config.actor_rollout_ref.rollout.n)
         if self.job.rollouts != self.rollouts:
             raise ValueError(f"{config[CONFIG_BLOCK].job_file}: rollouts {self.job.rollouts}, but verl's "
@@ -79,7 +83,7 @@ class DataflexTrainer(PPOTrainerSync):
         corpus = pd.read_parquet(self.job.train_file, columns=["domain", "extra_info"])
         self.row_domains = list(corpus["domain"])
         self.row_ids = [info["id"] for info in corpus["extra_info"]]
-        self.driver = PolicyDriver(self.job.method, self.row_domains, self.job.seed)
+        self.driver = policy_driver(self.job)
         self._drawn: dict[str, int] = {}  # uid → corpus row, from the draw until the step's advantages
         self._weighed: GroupBatch | None = None  # the step's batch, until its update is applied
 
@@ -87,7 +91,10 @@ class DataflexTrainer(PPOTrainerSync):
     def _next_train_batch(self, num_prompts: int | None = None) -> TensorDict:
         """The driver's next rows from verl's train dataset, collated as verl's dataloader collates them."""
         count = self.config.data.train_batch_size if num_prompts is None else num_prompts
-        rows = self.driver.draw(count)
+        step = self.global_steps - 1  # verl counts global steps from 1
+        if self.driver.selector:
+            self._enter_round(step)
+        rows = self.driver.draw(count, step)
         items = [self._dataset_row(row) for row in rows]
         uids = [str(uuid.uuid4()) for _ in rows]
         self._drawn.update(zip(uids, rows))
@@ -96,6 +103,19 @@ class DataflexTrainer(PPOTrainerSync):
         batch = tu.get_tensordict(batch)
         tu.assign_non_tensor_data(batch, "global_steps", self.global_steps)
         return batch
+
+    def _enter_round(self, step: int) -> None:
+        """The selection round of `step`, from the round file the train job wrote before this segment."""
+        selector = self.driver.selector
+        index = step // selector.steps_per_round
+        current = selector.state_dict()["round"]
+        if current is not None and current["index"] == index:
+            return
+        path = round_file(self.job.rounds_dir, index)
+        if not path.exists():
+            raise RuntimeError(f"{path}: missing, so step {step} has no selection round to draw from; the train job "
+                               f"scores round {index} before verl trains its steps — rerun the train job")
+        selector.load_state_dict(read_round(path)["selection"])
 
     def _dataset_row(self, row: int) -> dict:
         """Row `row` of verl's train dataset, which must be the corpus row of that index (the driver's rows index

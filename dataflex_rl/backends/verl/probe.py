@@ -1,0 +1,129 @@
+"""The verl backend's probe (dataflex_rl.prompt_selection.round.Probe), measured at a round boundary of the
+merge-then-score loop (dataflex_rl.backends.verl.selection_rounds): the run's current weights as a Hugging Face causal
+LM, rollouts from a sampler with the training rollout's settings, rewards from the training reward function.
+
+- Rollouts: the corpus rows' prompts rendered as verl's dataset renders them (the chat template with the generation
+  prompt; verl: utils/dataset/rl_dataset.py:259-261), `samples` responses each from the sampler (vLLM on a GPU:
+  probe_rollouts.VllmSampler), seeded by (run seed, stream) as on the embedded backend; each response decoded without
+  special tokens and rewarded by `reward.compute_score`, as verl's reward manager does (verl:
+  experimental/reward_loop/reward_manager/naive.py:55). A validation stream (`noisy` False) gets the verifier's
+  reward whatever the row's noise mark.
+- Gradients: probe_gradients on the model, moved to `device` for the backward passes after the sampler has released
+  the GPU, and back to the CPU afterwards.
+- Adam's second moment: none. The optimiser state lives in the FSDP shards of verl's checkpoint; `precondition: adam`
+  is refused at dry run and by the round runner on this backend (selection_rounds.check_selection_options).
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Sequence
+
+import torch
+from torch import Tensor
+
+from dataflex_rl.backends.verl import probe_gradients
+from dataflex_rl.backends.verl.probe_gradients import GroupTokens
+from dataflex_rl.backends.verl.reward import compute_score
+from dataflex_rl.prompt_selection.gradients import ParameterLayout
+from dataflex_rl.prompt_selection.round import ProbeRollouts, stream_seed
+from dataflex_rl.prompt_selection.scores import Alignment
+
+
+class Sampler(Protocol):
+    def sample(self, prompts: Sequence[Sequence[int]], *, samples: int, temperature: float,
+               seed: int) -> list[list[list[int]]]:
+        """`samples` sampled responses (token ids) per prompt, drawn from `seed`, with the training rollout's
+        settings (response length, nucleus, stop tokens)."""
+
+    def release(self) -> None:
+        """Free the GPU memory the sampler holds until its next `sample`."""
+
+
+def render_prompt_ids(tokenizer, messages: Sequence[Any]) -> list[int]:
+    """A verl row's prompt (chat messages) as the rollout sees it."""
+    from verl.utils.tokenizer import normalize_token_ids
+
+    return normalize_token_ids(tokenizer.apply_chat_template([dict(m) for m in messages], add_generation_prompt=True,
+                                                             tokenize=True))
+
+
+@dataclass
+class RoundBoundary:
+    """The run at a round boundary: the current weights as an HF causal LM (`model`, on the CPU between gradient
+    passes), its tokenizer, the rollout sampler, the corpus rows in verl's parquet schema (dataset.py: `prompt`,
+    `data_source`, `reward_model`, `extra_info`), the run's seed (its rollout streams and reward noise), the device
+    of the backward passes and the responses per backward (`micro_batch`)."""
+
+    model: torch.nn.Module
+    tokenizer: Any
+    sampler: Sampler
+    rows: Sequence[dict]
+    seed: int
+    device: str = "cpu"
+    micro_batch: int = 1
+    prompt_ids: dict[int, list[int]] = field(default_factory=dict)
+
+    def prompt(self, row: int) -> list[int]:
+        if row not in self.prompt_ids:
+            self.prompt_ids[row] = render_prompt_ids(self.tokenizer, self.rows[row]["prompt"])
+        return self.prompt_ids[row]
+
+    def reward(self, row: int, response: Sequence[int], noisy: bool) -> float:
+        item = self.rows[row]
+        extra_info = dict(item["extra_info"]) if noisy else {**item["extra_info"], "noise_p": None}
+        return float(compute_score(item["data_source"], self.tokenizer.decode(response, skip_special_tokens=True),
+                                   item["reward_model"]["ground_truth"], extra_info, seed=self.seed))
+
+
+class VerlProbe:
+    def __init__(self, boundary: RoundBoundary, temperature: float):
+        self.boundary, self.temperature = boundary, temperature
+        self.layout = ParameterLayout.of(boundary.model)
+
+    def rollouts(self, rows: Sequence[int], samples: int, stream: str, noisy: bool) -> ProbeRollouts:
+        b = self.boundary
+        prompts = [b.prompt(row) for row in rows]
+        responses = b.sampler.sample(prompts, samples=samples, temperature=self.temperature,
+                                     seed=stream_seed(b.seed, stream))
+        rewards = torch.tensor([[b.reward(row, response, noisy) for response in group]
+                                for row, group in zip(rows, responses)], dtype=torch.float32)
+        tokens = [GroupTokens(tuple(prompt), tuple(tuple(r) for r in group))
+                  for prompt, group in zip(prompts, responses)]
+        return ProbeRollouts(rewards.reshape(len(rows), samples), tokens)
+
+    @contextmanager
+    def _on_device(self):
+        b = self.boundary
+        b.sampler.release()
+        b.model.to(b.device)
+        try:
+            yield
+        finally:
+            b.model.to("cpu")
+
+    def _options(self) -> dict[str, Any]:
+        return {"micro_batch": self.boundary.micro_batch, "pad_id": self.boundary.tokenizer.pad_token_id or 0}
+
+    def group_gradients(self, rollouts: ProbeRollouts, aggregation: str) -> Tensor:
+        with self._on_device():
+            return probe_gradients.group_gradients(self.boundary.model, rollouts.tokens, rollouts.rewards,
+                                                   aggregation=aggregation, **self._options())
+
+    def summed_gradient(self, rollouts: ProbeRollouts, aggregation: str) -> Tensor:
+        with self._on_device():
+            return probe_gradients.summed_gradient(self.boundary.model, rollouts.tokens, rollouts.rewards,
+                                                   aggregation=aggregation, **self._options())
+
+    def group_alignment(self, rollouts: ProbeRollouts, aggregation: str, direction: Tensor,
+                        normalise: bool) -> Alignment:
+        with self._on_device():
+            return probe_gradients.group_alignment(self.boundary.model, rollouts.tokens, rollouts.rewards, direction,
+                                                   normalise_candidates=normalise, aggregation=aggregation,
+                                                   **self._options())
+
+    def module_slices(self) -> ParameterLayout:
+        return self.layout
+
+    def adam_second_moment(self) -> None:
+        return None

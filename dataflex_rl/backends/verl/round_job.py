@@ -1,0 +1,81 @@
+"""One selection round of a verl run as its own process (`python -m dataflex_rl.backends.verl.round_job <spec.json>`),
+started by the train job between verl segments (selection_rounds.run_segments): vLLM and the HF model for the
+gradients take the job's GPUs, and the process's exit gives all of that memory back before verl starts again.
+
+The spec (a JSON file, `RoundSpec`) names the run's job file, its GRPO settings, the round, the weights (a Hugging
+Face folder or hub name), the rollout and probe settings, the prompt allowance and the round file to write.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from dataflex_rl.artefacts.atomic import atomic_path
+from dataflex_rl.backends.verl.job import VerlRunJob
+from dataflex_rl.backends.verl.probe_settings import ProbeSettings
+from dataflex_rl.backends.verl.rollout import RolloutSettings
+from dataflex_rl.training.recipe import GRPOSettings
+
+
+@dataclass(frozen=True)
+class RoundSpec:
+    job_file: str
+    training: GRPOSettings
+    index: int
+    weights: str
+    rollout: RolloutSettings
+    probe: ProbeSettings
+    prompt_tokens: int
+    out: str
+
+    def write(self, path: Path) -> Path:
+        with atomic_path(path) as tmp:
+            Path(tmp).write_text(json.dumps(asdict(self), indent=1, sort_keys=True))
+        return path
+
+    @classmethod
+    def read(cls, path: Path) -> "RoundSpec":
+        raw = json.loads(Path(path).read_text())
+        return cls(**{**raw, "training": GRPOSettings(**raw["training"]), "rollout": RolloutSettings(**raw["rollout"]),
+                      "probe": ProbeSettings(**raw["probe"])})
+
+
+def open_round_boundary(spec: RoundSpec, job: VerlRunJob):
+    """The round boundary on a GPU node: the weights as a bf16 HF causal LM (on the CPU until a backward pass), vLLM
+    with the training rollout's settings, the corpus rows."""
+    import pandas as pd
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from dataflex_rl.backends.verl.probe import RoundBoundary
+    from dataflex_rl.backends.verl.probe_rollouts import VllmSampler
+    from dataflex_rl.corpus.turn_end import stop_token_ids
+
+    tokenizer = AutoTokenizer.from_pretrained(spec.weights)
+    sampler = VllmSampler(spec.weights, max_new_tokens=spec.training.max_new_tokens, prompt_tokens=spec.prompt_tokens,
+                          stop_token_ids=stop_token_ids(tokenizer), rollout=spec.rollout, seed=job.seed)
+    model = AutoModelForCausalLM.from_pretrained(spec.weights, dtype=torch.bfloat16)
+    rows = pd.read_parquet(job.train_file).to_dict("records")
+    return RoundBoundary(model, tokenizer, sampler, rows, job.seed, device="cuda", micro_batch=spec.probe.micro_batch)
+
+
+def run_round_process(spec: RoundSpec, spec_file: Path) -> None:
+    """Run the round in its own process; its output goes to this job's stderr (its log)."""
+    spec.write(spec_file)
+    subprocess.run([sys.executable, "-m", __name__, str(spec_file)], check=True, stdout=sys.stderr,
+                   stderr=subprocess.STDOUT)
+
+
+def main(spec_file: str) -> None:
+    from dataflex_rl.backends.verl.selection_rounds import run_round, write_round
+
+    spec = RoundSpec.read(Path(spec_file))
+    job = VerlRunJob.read(spec.job_file)
+    write_round(Path(spec.out), run_round(job, spec.training, spec.index, open_round_boundary(spec, job)))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,55 @@
+"""A prompt selection's trusted validation prompts from their own file (the method option `validation`), as the paper
+and the released loop score candidates against a separate validation set rather than corpus rows.
+
+The file is a corpus file: JSONL or parquet rows in the `corpus.files` row format (`prompt` or `question`, `answer`,
+`answer_format`, `domain`, `id`), and the option is written like a `corpus.files` entry (`path`, and the `domain`,
+`answer_format` and `source` its rows may leave out). Every row must pass the corpus's row checks: a validation set
+is trusted, so a bad row is refused rather than quarantined. Its prompts must not be test items: an item whose
+normalised prompt (dataflex_rl.corpus.decontam.normalize_text, the decontamination's exact test) or id equals a
+benchmark item's is refused at dry run.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+
+from dataflex_rl.corpus.decontam import normalize_text
+from dataflex_rl.corpus.build import CorpusFile, load_corpus_file
+from dataflex_rl.corpus.validation import KeptRows
+from dataflex_rl.corpus.validation_settings import ValidationSettings
+
+def read_validation_file(entry: Mapping[str, Any], workdir: str | Path = ".") -> pd.DataFrame:
+    """The file's rows as corpus rows (dataflex_rl.artefacts.items.CORPUS_COLUMNS), in file order; an unreadable file or
+    any row the corpus checks would quarantine is an error naming the file, the line and the reason."""
+    spec = CorpusFile.from_config(dict(entry))
+    located = CorpusFile(str(Path(workdir) / spec.path), spec.source, spec.domain, spec.answer_format)
+    rows, report = load_corpus_file(located, KeptRows(set(), set()), ValidationSettings.for_section("corpus"))
+    where = f"validation file {spec.path}"
+    if report.unreadable:
+        raise ValueError(f"{where}: {report.unreadable}")
+    if report.quarantined:
+        first = report.quarantined[0]
+        raise ValueError(f"{where}: {len(report.quarantined)} row(s) fail the corpus row checks, the first at line "
+                         f"{first['line']} ({first['reason']}: {first['detail']}); fix or remove them — a trusted "
+                         "validation set has no quarantine")
+    if rows.empty:
+        raise ValueError(f"{where}: no rows; give at least validation_size prompts")
+    return rows
+
+
+def overlaps_with_tests(validation: pd.DataFrame, tests: pd.DataFrame) -> list[tuple[str, str, str]]:
+    """(validation row id, benchmark, test item id) of every validation row whose normalised prompt or id equals a
+    test item's; `tests` holds benchmark items (columns benchmark, id, prompt)."""
+    by_text: dict[str, tuple[str, str]] = {}
+    by_id: dict[str, tuple[str, str]] = {}
+    for benchmark, item_id, prompt in zip(tests["benchmark"], tests["id"], tests["prompt"]):
+        by_text.setdefault(normalize_text(prompt), (benchmark, str(item_id)))
+        by_id.setdefault(str(item_id), (benchmark, str(item_id)))
+    overlaps = []
+    for row_id, prompt in zip(validation["id"], validation["prompt"]):
+        match = by_id.get(str(row_id)) or by_text.get(normalize_text(prompt))
+        if match:
+            overlaps.append((str(row_id), *match))
+    return overlaps

@@ -1,0 +1,82 @@
+"""What the dry run checks and shows of a verl prompt selection's rounds: the memory of the round's backward passes on
+one GPU and on the host, the parameter count read from a model's config.json, and the round's command in the summary."""
+import pytest
+from transformers import AutoModelForCausalLM
+
+from hf_model_dir import save_hf_model_dir
+from dataflex_rl.backends.model_spec import ModelSpec
+from dataflex_rl.backends.registry import get_backend
+from dataflex_rl.backends.verl.model_heads import model_parameters
+from dataflex_rl.backends.verl.probe_settings import ProbeSettings, probe_memory_errors
+from dataflex_rl.evaluate.settings import EvaluationSettings
+from dataflex_rl.training.recipe import GRPOSettings
+
+QWEN3_8B = 8190735360  # Qwen3-8B-Base's parameters (its model card: 8.2B)
+
+
+def test_the_parameter_count_is_the_models_own(tmp_path):
+    folder = save_hf_model_dir(tmp_path / "tiny", heads=4, kv_heads=2)
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    assert model_parameters(str(folder)) == sum(p.numel() for p in model.parameters() if p.requires_grad)
+    assert model_parameters(str(tmp_path / "absent")) is None
+
+
+def test_an_8b_round_fits_an_h200_and_not_an_80gb_gpu():
+    # 12 bytes a parameter: 98.3e9 bytes = 91.5 GiB, within 90% of 141 GB, beyond 90% of 80 GB
+    assert probe_memory_errors("models.q", QWEN3_8B, ProbeSettings(gpu_memory_gb=141), host_mb=320000) == []
+    errors = probe_memory_errors("models.q", QWEN3_8B, ProbeSettings(gpu_memory_gb=80), host_mb=320000)
+    assert errors == ["models.q.probe.gpu_memory_gb: 80, but a selection round's backward passes need 92 GiB on one "
+                      "GPU for 8.19e+09 parameters (bf16 weights and gradient, fp32 validation and mean gradients: 12 "
+                      "bytes a parameter, within 90% of the GPU) — train on GPUs of ≥ 102 GiB (and say so in "
+                      "models.q.probe.gpu_memory_gb), or use a smaller model"]
+    # 8 bytes a parameter on the host: 65.5e9 bytes = 62,490 MB
+    host = probe_memory_errors("models.q", QWEN3_8B, ProbeSettings(gpu_memory_gb=141), host_mb=32000)
+    assert host == ["resources of rule train: mem_mb=32000, but a selection round of models.q holds 62490 MB on the "
+                    "host: the model, vLLM's sleeping weights and the validation gradient (8 bytes a parameter) — raise "
+                    "the train rule's mem_mb (models.q.resources.train.mem_mb)"]
+
+
+def test_the_train_resource_check_reads_the_probe_block_only_with_a_selection():
+    from dataflex_rl.prompt_selection.candidates import SelectionSize
+
+    verl = get_backend("verl")
+    entry = {"backend": "verl", "path": "Qwen/Qwen3-8B-Base", "probe": {"parameters": QWEN3_8B, "gpu_memory_gb": 80}}
+    model = ModelSpec.from_entry("q", entry)
+    resources = {"gpu": 8, "cpus_per_task": 40, "mem_mb": 320000}
+    training = GRPOSettings(prompts_per_step=128, rollouts=32)
+    refused = verl.train_resource_errors("models.q", model, training, resources, None, SelectionSize(5120, 128))
+    assert len(refused) == 1 and refused[0].startswith("models.q.probe.gpu_memory_gb: 80")
+    assert not any("probe" in error for error in verl.train_resource_errors("models.q", model, training, resources,
+                                                                             None, None))
+    # a model whose config does not write the block keeps the settings it had
+    assert "probe" not in verl.model_settings({"backend": "verl", "path": "Qwen/Qwen3-8B-Base"})
+    assert verl.model_settings(entry)["probe"] == {"gpu_memory_gb": 80, "parameters": QWEN3_8B, "micro_batch": 1}
+
+
+@pytest.mark.parametrize("tokens", [8, 8192])
+def test_the_summary_names_the_rounds_rollout_and_gradient_settings(tokens):
+    lines = get_backend("verl").job_commands(GRPOSettings(max_new_tokens=tokens, temperature=0.9),
+                                             EvaluationSettings(max_new_tokens=8, temperature=0.0),
+                                             {"train": {"gpu": 8}}, prompt_selection=True)
+    probe = lines[-1]
+    assert probe.startswith("selection round (before each verl segment of steps_per_round steps, in the train job, on "
+                            "its 8 GPUs): python -m dataflex_rl.backends.verl.round_job")
+    assert (f"max_model_len={1024 + tokens}, seed=<seed>, enable_sleep_mode=True)" in probe
+            and "tensor_parallel_size=<models.<m>.rollout.tensor_parallel_size>" in probe)
+    assert (f"vllm.SamplingParams(n=<k_r or k_v>, temperature=<score_temperature, else 0.9>, top_p=1.0, top_k=-1, "
+            f"max_tokens={tokens}, seed=<seed, stream>") in probe
+    assert "models.<m>.probe.micro_batch responses per backward (default 1)" in probe
+    # a study without a prompt selection shows no round
+    assert not any(line.startswith("selection round") for line in get_backend("verl").job_commands(
+        GRPOSettings(), EvaluationSettings(), {"train": {"gpu": 8}}))
+
+
+def test_a_validation_file_is_refused_on_verl_and_corpus_rows_are_not():
+    from dataflex_rl.backends.verl.probe_settings import check_selection_options
+    from dataflex_rl.policies.catalogue import Family
+    from dataflex_rl.policies.methods import MethodSpec
+
+    on_file = MethodSpec("gradalign", "gradalign", {"validation": {"path": "clean.jsonl"}}, Family.prompt_selection)
+    on_corpus = MethodSpec("gradalign", "gradalign", {}, Family.prompt_selection)
+    assert [error.split(":")[0] for error in check_selection_options(on_file)] == ["params.validation"]
+    assert check_selection_options(on_corpus) == []
