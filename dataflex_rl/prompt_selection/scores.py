@@ -191,7 +191,7 @@ def unit_group_sum(groups: Tensor, eps: float = 1e-5) -> Tensor:
     """Σ_g g_g / (‖g_g‖ + eps) over the rows of [N, P]: the released `--norm_before_accumlation` g_v before its own
     normalisation. Under `precondition: adam` the rows are preconditioned first, as the released scorer divides each
     group's gradient by the Adam denominator inside the backward that normalises it (L405–531, L668–698)."""
-    return _unit(groups, eps).sum(dim=0)
+    return unit_vector(groups, eps).sum(dim=0)
 
 
 def module_contributions(validation_unit: Tensor, candidate_unit: Tensor, layout) -> dict[str, float]:
