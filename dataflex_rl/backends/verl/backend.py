@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from dataflex_rl.prompt_selection.candidates import SelectionSize
     from dataflex_rl.backends.model_spec import ModelSpec
     from dataflex_rl.evaluate.settings import EvaluationSettings
+    from dataflex_rl.policies.methods import MethodSpec
 
 # What a verl job asks of its machine (rules/common.smk gives these to the rules, after a model's own
 # `models.<m>.resources`; a profile's set-resources or --set-resources overrides them; the site's default partition
