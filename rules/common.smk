@@ -16,7 +16,7 @@ from dataflex_rl.records.package_versions import PROVENANCE_PACKAGES
 from dataflex_rl.artefacts.readable import parquet_problem, record_problem
 from dataflex_rl.study.replans import Replans
 from dataflex_rl.report.outputs import figure_paths, table_paths
-from dataflex_rl.report.scenarios import scenario_specs
+from dataflex_rl.report.scenario_specs import scenario_specs
 from dataflex_rl.study.rule_resources import backend_resources, merged_values
 from dataflex_rl.study.resolved import Study
 from dataflex_rl.study.files import StudyFiles

@@ -67,10 +67,12 @@ def test_a_train_job_carries_the_family_by_name_and_reads_it_back():
         assert read.family is spec.family and read == MethodSpec(spec.name, spec.policy, spec.params, spec.family)
         # every run of the campaign trains on a corpus a prompt selection validates on: all carry its domain
         assert "target_domain" in job
-        # a baseline holds out the prompt selections' validation rows; a prompt selection draws them itself
-        assert ("validation_draws" in job) == (spec.family is not Family.prompt_selection)
+        # a baseline holds out the prompt selections' validation rows; a prompt selection draws its own itself, and
+        # holds out the others' where its corpus has more than one draw (the unbalanced pool: Table 4's sizes)
+        own_draw_only = spec.family is Family.prompt_selection and run.regime != "science_unbalanced"
+        assert ("validation_draws" in job) == (not own_draw_only)
         target_domains.add(job.get("target_domain"))
-    # the unbalanced pool's prompt selections validate on science; the noisy pool's on any domain
+    # the unbalanced pool's prompt selections validate on science; the noisy and low-utility pools' on any domain
     assert target_domains == {None, "science"}
 
 
@@ -86,18 +88,21 @@ def test_the_validation_rows_of_a_corpus_are_held_out_of_every_method_trained_on
     study = Study.from_config(config)
     by_regime = {}
     for run in study.runs:
-        assert study.validation_draws(run.model, run.regime) == ([[10, 0], [32, 0]] if run.regime == "noisy50"
-                                                                 else [[32, 0]])
+        assert study.validation_draws(run.model, run.regime) == {
+            "noisy50": [[10, 0], [32, 0]], "science_unbalanced": [[10, 0], [30, 0], [32, 0], [100, 0]],
+            "easy20": [[32, 0]]}[run.regime]
         job, slice_ = study.train_job(run), study.train_slice(run)
         assert job.get("validation_draws") == slice_.get(HELD_OUT_KEY)
         by_regime.setdefault((run.regime, run.method), set()).add(repr(job.get("validation_draws")))
-    # noisy50 holds out both sizes' draws (32 and 10 rows, seed 0) from every method, prompt selections included;
-    # science_unbalanced's only draw is its prompt selections' own, so they hold out nothing more
+    # noisy50 holds out both sizes' draws (32 and 10 rows, seed 0) from every method, prompt selections included
     assert {key: draws for key, draws in by_regime.items() if key[0] == "noisy50"} == {
         ("noisy50", method): {"[[10, 0], [32, 0]]"} for method in
         ("baseline", "gradalign", "random", "accgreedy", "align", "gradalign_dot", "validation_only", "gradalign_v10")}
-    assert by_regime[("science_unbalanced", "baseline")] == {"[[32, 0]]"}
-    assert by_regime[("science_unbalanced", "gradalign")] == {"None"}
+    # the low-utility pool's only draw is its prompt selections' own, so they hold out nothing more
+    assert by_regime[("easy20", "baseline")] == {"[[32, 0]]"}
+    assert by_regime[("easy20", "gradalign")] == {"None"}
+    # the unbalanced pool holds out Table 4's sizes (10, 30, 32 and 100 rows) from every method
+    assert by_regime[("science_unbalanced", "gradalign")] == {"[[10, 0], [30, 0], [32, 0], [100, 0]]"}
 
 
 def test_a_study_without_a_prompt_selection_holds_nothing_out():

@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from dataflex_rl.report.scenarios import ScenarioTable, scenario_specs, scenario_table, scenario_tables
+from dataflex_rl.report.scenario_specs import ScenarioTable, scenario_specs
+from dataflex_rl.report.scenarios import scenario_table, scenario_tables
 from dataflex_rl.report.tables import write_table
 from dataflex_rl.study.resolved import Study
 

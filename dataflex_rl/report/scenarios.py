@@ -10,52 +10,13 @@ share, the highest target share. Unfiltered GRPO keeps no set: its shares are mi
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-# A regime transform's label in the round metrics, and whether the best kept set holds the least or the most of it.
-LABELS = {"noisy_rewards": ("corrupted", "min"), "unbalanced": ("target", "max"), "low_utility": ("easy", "min")}
+from dataflex_rl.report.scenario_specs import LABELS, ScenarioTable
+
 HEADLINE_PREFIX = "DB-"
-
-
-@dataclass(frozen=True)
-class ScenarioTable:
-    """What one campaign's table shows: its cells and methods (in the config's order), the score column of each cell
-    (None: the headline), each cell's regime label, and each method's |P_v| where the methods differ in it."""
-
-    name: str
-    cells: tuple[str, ...]
-    methods: tuple[str, ...]
-    metrics: Mapping[str, str | None]
-    labels: Mapping[str, str | None]
-    validation_sizes: Mapping[str, int]
-
-    def to_json(self) -> dict[str, Any]:
-        return {key: list(value) if isinstance(value, tuple) else dict(value) if isinstance(value, Mapping) else value
-                for key, value in asdict(self).items()}
-
-
-def scenario_specs(study) -> list[ScenarioTable]:
-    """One table per campaign of `study` (dataflex_rl.study.resolved.Study) that trains a prompt-selection method."""
-    specs = []
-    for campaign in study.campaigns:
-        if campaign.name is None or not any(study.methods[m].family.tables for m in campaign.methods):
-            continue
-        cells = campaign.cells()
-        regimes = {cell.name: study.regimes[cell.regime] if cell.regime else None for cell in cells}
-        sizes = {m: study.methods[m].resolved_params().get("validation_size") for m in campaign.methods
-                 if study.methods[m].family.tables}
-        varying = len({size for size in sizes.values() if size is not None}) > 1
-        specs.append(ScenarioTable(
-            name=campaign.name, cells=tuple(cell.name for cell in cells), methods=campaign.methods,
-            metrics={name: f"domain:{regime.evaluation_domain}" if regime and regime.evaluation_domain else None
-                     for name, regime in regimes.items()},
-            labels={name: LABELS[regime.transform][0] if regime and regime.transform in LABELS else None
-                    for name, regime in regimes.items()},
-            validation_sizes={m: size for m, size in sizes.items() if size is not None} if varying else {}))
-    return specs
 
 
 def _headline(summaries: pd.DataFrame) -> str:

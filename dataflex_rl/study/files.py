@@ -15,7 +15,7 @@ from dataflex_rl.item_sources.paths import benchmark_paths
 from dataflex_rl.artefacts.gates import pending
 from dataflex_rl.artefacts.provenance import fingerprint
 from dataflex_rl.report.outputs import figure_paths, table_paths
-from dataflex_rl.report.scenarios import scenario_specs
+from dataflex_rl.report.scenario_specs import scenario_specs
 from dataflex_rl.study.resolved import Study
 
 
