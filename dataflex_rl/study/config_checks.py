@@ -16,7 +16,7 @@ import re
 from datetime import date, datetime
 from pathlib import Path
 from string import Formatter
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from dataflex_rl.study.campaign_checks import campaign_errors, transform_errors
 from dataflex_rl.study.corpus_bound import corpus_rows_bound
@@ -500,11 +500,10 @@ def corpus_size_errors(study: Study, workdir: Path) -> list[str]:
     return [f"training.prompts_per_step: {problem}"] if problem else []
 
 
-def _largest_selection_round(study: Study) -> SelectionSize | None:
-    """The most candidates and the most rollouts per prompt of the study's prompt-selection rounds (catalogue
+def _largest_selection_round(methods: Iterable[MethodSpec]) -> SelectionSize | None:
+    """The most candidates and the most rollouts per prompt of these methods' prompt-selection rounds (catalogue
     defaults filled in; the memory estimate takes both at once), None without a prompt-selection method."""
-    rounds = [method.resolved_params() for method in study.methods.values()
-              if method.family.role is Role.PROMPT_SELECTION]
+    rounds = [method.resolved_params() for method in methods if method.family.role is Role.PROMPT_SELECTION]
     if not rounds:
         return None
     return SelectionSize(candidates=max(r["candidates_per_round"] for r in rounds),
@@ -566,8 +565,9 @@ def resource_errors(study: Study, resources: Mapping[str, Mapping[str, Any]],
         if "train" in resources:
             cap = prompt_token_cap(f"models.{model}", spec.settings, training.max_new_tokens,
                                    study.data_validation["corpus"].max_prompt_tokens)
+            selection = _largest_selection_round(study.methods_trained_on(model).values())
             errors += backend.train_resource_errors(f"models.{model}", spec, training, resources["train"], cap,
-                                                    _largest_selection_round(study))
+                                                    selection)
         if "score" in resources:
             errors += backend.score_resource_errors(f"models.{model}", spec, evaluation.batch_size,
                                                     evaluation.max_new_tokens, resources["score"])

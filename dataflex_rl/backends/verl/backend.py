@@ -52,9 +52,15 @@ STOP_PLACEHOLDER = ["<eos>", "<chat template's turn end>"]
 ROLLOUT_PLACEHOLDERS = RolloutSettings(**{name: f"<models.<m>.rollout.{name}>" for name in asdict(RolloutSettings())})
 
 
-def _rollout(model: ModelSpec) -> RolloutSettings:
+def _rollout(settings: Mapping[str, Any]) -> RolloutSettings:
     """A verl model's rollout engine settings (its `settings`, defaults filled in: model_settings)."""
-    return RolloutSettings(**model.settings["rollout"])
+    return RolloutSettings(**settings["rollout"])
+
+
+def _probe(settings: Mapping[str, Any]) -> ProbeSettings:
+    """A verl model's prompt-selection probe settings: model_settings fills them in where the config writes a `probe`
+    block (the other models' settings stay without one), the defaults elsewhere."""
+    return ProbeSettings(**settings["probe"]) if "probe" in settings else ProbeSettings()
 
 
 def _arguments(values: Mapping[str, Any]) -> str:
@@ -125,7 +131,7 @@ class VerlBackend:
         """A selection round's memory on one of the train job's GPUs and on its host (probe_settings), for the
         model's parameter count: from its config.json where it can be read, else `probe.parameters`; neither: one
         stderr line says it was not checked."""
-        settings = filled(ProbeSettings, model.settings.get("probe"))
+        settings = _probe(model.settings)
         parameters = model_parameters(model.path or "") or settings.parameters
         if parameters is None:
             print(f"{key}: the selection round's memory was not checked: its config.json cannot be read here and "
@@ -153,7 +159,7 @@ class VerlBackend:
         workers/engine_workers.py:655-660), and vLLM that it divides the model's heads (where its config.json can be
         read: dataflex_rl.backends.verl.model_heads)."""
         setting = f"{key}.rollout.tensor_parallel_size"
-        size = _rollout(model).tensor_parallel_size
+        size = _rollout(model.settings).tensor_parallel_size
         if gpus % size:
             fits = [n for n in range(1, gpus + 1) if gpus % n == 0]
             return [f"{setting}: {size} does not divide the train job's {gpus} GPUs (resource gpu={gpus}): verl's "
@@ -187,7 +193,7 @@ class VerlBackend:
         cpus = int(resources.get("cpus_per_task") or resources.get("threads") or 1)
         overrides = run_overrides(model.path, training, 0, gpus=int(resources["gpu"]), cpus=cpus,
                                   files=RunFiles.in_state(Path("state")), attention="sdpa",
-                                  rollout_engine=_rollout(model))
+                                  rollout_engine=_rollout(model.settings))
         if verl_config.passed_before(overrides):
             return []
         reason = verl_config.unavailable()
@@ -277,8 +283,7 @@ class VerlBackend:
                               training=job.training, template=job.template, out_model=out_model,
                               out_metrics=out_metrics, state_dir=Path(state_dir), gpus=gpus, cpus=threads,
                               token_caps=token_caps, target_domain=job.target_domain,
-                              rollout_engine=filled(RolloutSettings, job.model.get("rollout")),
-                              probe=filled(ProbeSettings, job.model.get("probe")),
+                              rollout_engine=_rollout(job.model), probe=_probe(job.model),
                               validation_draws=job.validation_draws)
 
     def merge(self, model_dir, out_dir) -> None:

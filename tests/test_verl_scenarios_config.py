@@ -1,0 +1,56 @@
+"""The paper's GradAlign scenarios on the verl backend (config/campaigns/gradalign_verl.yaml over config/paper.yaml)
+plan through the Slurm profile: the three campaigns, the selection round's command in the summary, and the train job's
+resources. The paper's data files cannot be downloaded here, so the corpus files are stand-ins of their sizes (DAPO-Math
+17k, WebInstruct-verified capped at 20k, Countdown 4k) in the corpus row schema; the dry run reads their row counts."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+STAND_INS = {"dapo_math_17k.jsonl": (17_000, "What is {i} + 1?", "{j}"),
+             "webinstruct_verified_20k.jsonl": (20_000, "A body moves {i} m in 1 s. Its speed in m/s?", "{i}"),
+             "countdown_4k.jsonl": (4_000, "Using {i} and 1, make {j}.", "{i} + 1")}
+
+
+def _dry_run(workdir: Path) -> subprocess.CompletedProcess:
+    corpus = workdir / "data" / "corpus"
+    corpus.mkdir(parents=True)
+    for name, (rows, prompt, answer) in STAND_INS.items():
+        lines = (json.dumps({"prompt": prompt.format(i=i, j=i + 1), "answer": answer.format(i=i, j=i + 1)})
+                 for i in range(rows))
+        (corpus / name).write_text("\n".join(lines) + "\n")
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
+         "--profile", "profiles/slurm", "--configfile", "config/paper.yaml", "config/campaigns/gradalign_verl.yaml"],
+        cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "SLURM_CONF": os.devnull})
+
+
+def _row(summary: str, rule: str) -> list[str]:
+    return next(line.split() for line in summary.splitlines() if line.split()[:1] == [rule])
+
+
+def test_the_verl_scenarios_plan_their_rounds_and_resources(tmp_path):
+    result = _dry_run(tmp_path)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    summary = result.stderr
+    # S1 and S3 on Qwen3-8B-Base, S2 on Qwen2.5-Math-1.5B: 3 campaigns × 5 methods × 3 seeds
+    for campaign, model, regime in (("noisy_rewards", "qwen3-8b-base", "noisy50"),
+                                    ("unbalanced_pool", "qwen2.5-math-1.5b", "countdown_unbalanced"),
+                                    ("low_utility", "qwen3-8b-base", "low_utility50")):
+        assert f"campaign {campaign}: 1 model(s) × 1 regime(s) × 1 step budget(s) × 5 method(s) × 3 seed(s)" in summary
+        assert f"models {model}; regimes {regime}" in summary
+    assert "45 distinct training runs in 3 study cells" in summary
+    # the round runs in the train job between verl segments: vLLM rollouts at the round's sampling settings, then
+    # the gradients on the round's weights
+    round_line = next(line for line in summary.splitlines() if "verl selection round" in line)
+    assert "python -m dataflex_rl.backends.verl.round_job" in round_line
+    assert "max_tokens=8192" in round_line and "top_p=1.0" in round_line and "AutoModelForCausalLM" in round_line
+    assert ("candidates_per_round=5120, rollouts_candidate=32, rollouts_validation=128, score_temperature=0.7, "
+            "selection_ratio=20, steps_per_round=10, validation_size=100") in summary
+    # 45 train jobs of 8 GPUs × 2,880 min = 17,280 GPU-hours, × 40 CPUs = 86,400 CPU-hours
+    assert _row(summary, "train")[:10] == ["train", "45", "8", "40", "320000", "8", "2880", "17,280.0", "86,400.0",
+                                           "gpu"]
+    # every model that trains a prompt selection had its round's memory checked: none is left unchecked
+    assert "memory was not checked" not in summary
