@@ -110,8 +110,13 @@ def aligned_scores(alignment: Alignment, zero_adv: Tensor, *, normalise_candidat
                    eps: float = 1e-5) -> Tensor:
     """GradAlign's score [N] from an Alignment: g_i·u / (‖g_i‖ + eps) (cosine), or g_i·u (`dot`); 0.0 for a
     zero-advantage candidate (alignment_scores)."""
-    dots = alignment.dots / (alignment.norms + eps) if normalise_candidates else alignment.dots
-    return torch.where(zero_adv.bool(), torch.zeros_like(dots), dots)
+    return _scores(alignment.dots, alignment.norms, zero_adv, normalise_candidates, eps)
+
+
+def _scores(dots: Tensor, norms: Tensor, zero_adv: Tensor, normalise_candidates: bool, eps: float) -> Tensor:
+    """g_i·u, divided by ‖g_i‖ + eps (cosine) or not (dot), and 0.0 for a zero-advantage candidate."""
+    scores = dots / (norms + eps) if normalise_candidates else dots
+    return torch.where(zero_adv.bool(), torch.zeros_like(scores), scores)
 
 
 def alignment_scores(candidate_grads: Tensor, validation_grad: Tensor, zero_adv: Tensor, *,
@@ -129,10 +134,8 @@ def alignment_scores(candidate_grads: Tensor, validation_grad: Tensor, zero_adv:
         raise ValueError(f"zero_adv must be [N] = {candidate_grads.shape[0]}, got {tuple(zero_adv.shape)}")
     # g_i·u / (‖g_i‖ + eps) rather than (g_i / (‖g_i‖ + eps))·u: the same score without a normalised copy of [N, P]
     grads = candidate_grads.float()
-    dots = grads @ unit_vector(validation_grad.float(), eps)
-    if normalise_candidates:
-        dots = dots / (grads.norm(dim=1) + eps)
-    return torch.where(zero_adv.bool(), torch.zeros_like(dots), dots)
+    return _scores(grads @ unit_vector(validation_grad.float(), eps), grads.norm(dim=1), zero_adv,
+                   normalise_candidates, eps)
 
 
 def _floats(values: Sequence[float] | Tensor, name: str) -> list[float]:
