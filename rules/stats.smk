@@ -2,6 +2,8 @@ rule records:
     input:
         scores=list(dict.fromkeys(source["path"] for source in RECORD_SOURCES)),
         provenance=list(dict.fromkeys(source["provenance"] for source in RECORD_SOURCES)),
+        # the items of a benchmark split into validation and test items (prompt_selection/benchmark_split.py)
+        split_items=FILES.split_items_files(),
     output:
         layout.RECORDS,
     log:

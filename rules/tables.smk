@@ -82,6 +82,8 @@ rule scenario_tables:
     input:
         summaries=f"{TABLES_DIR}/run_summaries.csv",
         composition=f"{TABLES_DIR}/selection_composition.csv",
+        # a benchmark split into validation and test items: its items and the campaign's scores of it (Table 3)
+        splits=FILES.scenario_split_inputs(),
     output:
         [report_table(path) for path in FILES.scenario_tables()],
     log:

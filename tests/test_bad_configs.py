@@ -118,6 +118,14 @@ def _all(*changes):
     return change
 
 
+def _validation_benchmark(benchmark: str, size: int):
+    """A gradalign method drawing `size` validation prompts from `benchmark`'s items (the smoke study has 8 a
+    benchmark)."""
+    return _method("gradalign", {"policy": "gradalign", "control": "baseline",
+                                 "params": {"candidates_per_round": 24, "validation_size": size,
+                                            "validation": {"benchmark": benchmark}}})
+
+
 def _validation_file(size: int, test_item: bool):
     """A gradalign method reading its validation prompts from data/validation.jsonl: 12 math rows of the corpus row
     format, the first of them — where `test_item` — the smoke study's first gcd test item, re-cased and re-spaced
@@ -300,6 +308,15 @@ CASES = [
     Case("validation file smaller than validation_size", _validation_file(20, test_item=False),
          ("methods.gradalign.params.validation_size: 20 exceeds the 12 prompts of validation file "
           "data/validation.jsonl; lower it to at most 12",)),
+    Case("validation benchmark outside the study", _validation_benchmark("math500", 4),
+         ("methods.gradalign.params.validation.benchmark: 'math500' is not one of the study's benchmarks.names",
+          "name one of them")),
+    Case("validation benchmark left without test items", _validation_benchmark("gcd", 8),
+         ("methods.gradalign.params.validation_size: 8 validation items of benchmark 'gcd' leave none of its at most "
+          "8 items (benchmarks.items) to test; lower it below 8",)),
+    Case("validation benchmark beside file keys", _method("gradalign", {
+        "policy": "gradalign", "control": "baseline", "params": {"validation": {"benchmark": "gcd", "path": "x"}}}),
+         ("methods.gradalign.params.validation: a validation benchmark is given as {benchmark: <name>} alone",)),
     Case("prompt selection with a mixture as response policy", _method("accgreedy", {
         "policy": "accgreedy", "params": {"response_policy": "dump_ucb"}, "control": "baseline"}),
          ("methods.accgreedy.params.response_policy: 'dump_ucb' is not a response policy",)),

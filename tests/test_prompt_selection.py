@@ -2,17 +2,21 @@
 metrics and a resume inside a round (the scores themselves: tests/test_gradalign_scores.py)."""
 import json
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
 
+from dataflex_rl.artefacts import layout
+from dataflex_rl.artefacts.items import BENCHMARK_ITEM_COLUMNS
 from dataflex_rl.backends.embedded.settings import WarmupSettings
 from dataflex_rl.backends.registry import get_backend
 from dataflex_rl.backends.embedded.trainer import EmbeddedGRPOTrainer
 from dataflex_rl.policies.methods import MethodSpec
 from dataflex_rl.policies.catalogue import Family
 from dataflex_rl.policies.driver import PolicyDriver
+from dataflex_rl.prompt_selection.benchmark_split import validation_positions
 from dataflex_rl.prompt_selection.candidates import CandidateStream, training_rows, validation_rows
 from dataflex_rl.prompt_selection.gradients import group_gradients
 from dataflex_rl.prompt_selection.scores import zero_advantage
@@ -199,6 +203,30 @@ def test_a_validation_file_gives_the_validation_prompts_and_holds_nothing_out_of
     for row in selector.validation:
         text = render_prompt(trainer.items[row]["prompt"], TEMPLATE, trainer.tokenizer)
         assert list(trainer.prompt_tokens[row]) == trainer.tokenizer(text).input_ids
+
+
+def test_a_validation_benchmark_gives_the_items_its_split_holds_out_as_the_validation_prompts(workspace, tmp_path,
+                                                                                                  monkeypatch):
+    """With `validation: {benchmark: gcd}` the validation prompts are gcd's items at the positions the study holds out
+    of gcd's test score (benchmark_split.validation_positions, which the records and the scenario tables read), in
+    the items file's order; every corpus row stays in the pool."""
+    root, corpus = workspace
+    clean = corpus[~corpus["metadata"].str.contains(NOISY_REWARD_KEY)]
+    items = clean.tail(9).assign(benchmark="gcd", id=[f"gcd-{i}" for i in range(9)])
+    trained_on = corpus.drop(items.index).reset_index(drop=True)
+    monkeypatch.chdir(tmp_path)  # the trainer reads results/benchmarks/gcd.parquet, as a train job in its workdir
+    Path(layout.benchmark_items("gcd")).parent.mkdir(parents=True)
+    items[list(BENCHMARK_ITEM_COLUMNS)].to_parquet(layout.benchmark_items("gcd"))
+    trainer = _trainer(root, trained_on, "gradalign", steps=2, validation={"benchmark": "gcd"}, validation_size=5,
+                       validation_seed=3)
+    selector = trainer.driver.selector
+    assert list(selector.pool) == list(range(len(trained_on)))  # nothing of the corpus is held out
+    positions = validation_positions("gcd", 9, [[5, 3]])
+    assert {row - len(trained_on) for row in selector.validation} == positions
+    assert {trainer.items[row]["id"] for row in selector.validation} == {f"gcd-{p}" for p in positions}
+    rounds = _rounds(trainer.train(tmp_path / "run", progress=False))
+    assert rounds.loc[0, "round_validation_size"] == 5
+    assert not math.isnan(rounds.loc[0, "round_validation_pass_rate"])  # the items were rolled out and verified
 
 
 def test_methods_of_a_seed_score_the_same_candidates(workspace, tmp_path):

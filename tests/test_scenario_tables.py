@@ -68,12 +68,40 @@ def test_an_unbalanced_cell_is_scored_on_its_target_domain_and_the_highest_targe
 def test_a_campaign_varying_the_validation_size_shows_it_and_marks_the_best_per_cell():
     spec = {"name": "validation_size", "cells": ["noisy", "pool"], "methods": ["gradalign", "random"],
             "metrics": {"noisy": None, "pool": None}, "labels": {"noisy": None, "pool": None},
-            "validation_sizes": {"gradalign": 10}}
+            "validation_sizes": {"gradalign": 10}, "splits": {}}
     table, best = scenario_tables(_summaries(), _composition(), [spec])["validation_size"]
     assert list(table.columns) == ["model", "method", "validation_size", "seeds", "test_metric", "test_score"]
     assert table["validation_size"].tolist()[0] == 10 and math.isnan(table["validation_size"].tolist()[1])
     # per cell: noisy's best is gradalign (row 0: 35 against 20), pool's is gradalign (row 2: 60 against 10)
     assert best == {"test_score": [0, 2]}
+
+
+def test_table_3_scores_the_split_benchmark_on_its_validation_and_its_test_items_apart(tmp_path):
+    """gcd's 8 items split by one draw of 3: each run's score file solves a chosen number of the validation and of the
+    test items, so each column's mean over seeds is known by hand."""
+    from dataflex_rl.prompt_selection.benchmark_split import validation_item_ids
+
+    ids = [f"gcd-{i}" for i in range(8)]
+    pd.DataFrame({"id": ids}).to_parquet(tmp_path / "gcd.parquet")
+    held_out = validation_item_ids("gcd", ids, [[3, 0]])
+    validation, test = [i for i in ids if i in held_out], [i for i in ids if i not in held_out]
+    assert len(validation) == 3 and len(test) == 5
+    solved = {("gradalign", 1): (3, 1), ("gradalign", 2): (2, 2), ("random", 1): (0, 5), ("random", 2): (1, 4)}
+    scores = []
+    for (method, seed), (on_validation, on_test) in solved.items():
+        correct = set(validation[:on_validation]) | set(test[:on_test])
+        path = tmp_path / f"{method}{seed}.parquet"
+        pd.DataFrame({"prompt_id": ids, "correct": [int(i in correct) for i in ids]}).to_parquet(path)
+        scores.append(["noisy", method, seed, str(path)])
+    spec = ScenarioTable("held_out_split", ("noisy",), ("gradalign", "random"), {"noisy": None}, {"noisy": None}, {},
+                         {"gcd": {"items": str(tmp_path / "gcd.parquet"), "draws": [[3, 0]], "scores": scores}})
+    table, best = scenario_table(_summaries(), _composition(), spec)
+    assert list(table.columns) == ["model", "method", "seeds", "test_metric", "test_score", "gcd_validation",
+                                   "gcd_test"]
+    # gradalign: validation (3/3 + 2/3) / 2 = 5/6, test (1/5 + 2/5) / 2 = 3/10; random: 1/6 and 9/10
+    assert table["gcd_validation"].tolist() == pytest.approx([100 * 5 / 6, 100 / 6])
+    assert table["gcd_test"].tolist() == pytest.approx([30.0, 90.0])
+    assert best == {"test_score": [0], "gcd_validation": [0], "gcd_test": [1]}
 
 
 def test_the_markdown_marks_the_best_cells_in_bold_and_the_csv_keeps_the_numbers(tmp_path):
@@ -91,8 +119,14 @@ def test_the_gradalign_campaign_has_a_table_per_scenario_and_ablation():
     config = {**config, **{k: v for k, v in overlay.items() if k != "models"},
               "models": {**config["models"], **overlay["models"]}}
     specs = {spec.name: spec for spec in scenario_specs(Study.from_config(config))}
-    assert list(specs) == ["noisy_rewards", "unbalanced_pool", "low_utility", "validation_size",
+    assert list(specs) == ["noisy_rewards", "unbalanced_pool", "low_utility", "validation_split", "validation_size",
                            "similarity_ablation", "validation_ablation"]
+    # Table 3: gcd's validation split, from gradalign_gcd's draw, scored apart for all 6 methods × 3 seeds
+    split = specs["validation_split"].splits
+    assert list(split) == ["gcd"] and split["gcd"]["draws"] == [[32, 0]]
+    assert len(split["gcd"]["scores"]) == 6 * 3
+    assert all(path.endswith("/gcd.parquet") for *_, path in split["gcd"]["scores"])
+    assert specs["noisy_rewards"].splits == {}
     assert specs["noisy_rewards"].labels == {"tiny-qwen2@noisy_rewards:noisy50": "corrupted"}
     assert specs["unbalanced_pool"].metrics == {"tiny-qwen2@unbalanced_pool:science_unbalanced": "domain:science"}
     assert specs["low_utility"].labels == {"tiny-qwen2-s3@low_utility:easy20": "easy"}

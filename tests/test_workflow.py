@@ -4,6 +4,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -231,6 +232,27 @@ def test_a_changed_setting_replans_exactly_the_jobs_it_changes(smoke_tree):
     with ThreadPoolExecutor(max_workers=2) as pool:
         got = dict(zip(EXPECTED, pool.map(lambda key: planned(changed_config(key), smoke_tree, key), EXPECTED)))
     assert got == EXPECTED
+
+
+@pytest.mark.slow
+def test_an_edit_of_the_workflows_code_alone_replans_nothing(smoke_tree, tmp_path):
+    """A release that edits a workflow script without changing a setting (an import moved, a comment) replans nothing
+    on a finished study: every setting travels in params, and the workflow's profile (profiles/default) leaves out
+    Snakemake's `code` trigger, under which this same edit replans every training of the study."""
+    workflow = tmp_path / "workflow"
+    workflow.mkdir()
+    shutil.copy(REPO / "Snakefile", workflow)
+    for folder in ("rules", "workflow_scripts", "envs", "profiles", "config"):
+        shutil.copytree(REPO / folder, workflow / folder)
+    script = workflow / "workflow_scripts/train.py"
+    script.write_text("# moved imports: no setting changed\n" + script.read_text())
+    dry = ["-m", "snakemake", "-n", "--nolock", "--snakefile", str(workflow / "Snakefile"), "--configfile",
+           str(REPO / "config/smoke.yaml"), "--directory", str(smoke_tree)]
+    unchanged = subprocess.run([sys.executable, *dry], capture_output=True, text=True)
+    assert "Nothing to be done" in unchanged.stdout + unchanged.stderr, unchanged.stderr[-3000:]
+    with_code = subprocess.run([sys.executable, *dry, "--rerun-triggers", "mtime", "params", "software-env", "code"],
+                               capture_output=True, text=True)
+    assert job_counts(with_code.stdout + with_code.stderr)["train"] == 8, with_code.stderr[-3000:]
 
 
 def _truncated(path: Path, keep: bytes) -> None:

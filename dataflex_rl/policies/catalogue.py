@@ -186,7 +186,8 @@ _PROMPT_SELECTION_OPTIONS = (
     Param("validation_size", "int", 32, low=1, doc="|P_v|: validation prompts held out of the pool"),
     Param("validation_seed", "int", 0, low=0, doc="draws the validation prompts, the same for every seed"),
     Param("validation", "mapping", None, recorded_unset=False,
-          doc="the validation prompts' own file, a corpus.files entry {path, domain, answer_format, source}; unset: "
+          doc="the validation prompts' own source: a file, as a corpus.files entry {path, domain, answer_format, "
+              "source}, or a benchmark {benchmark: <name>} whose drawn items are held out of its test score; unset: "
               "corpus rows (docs/prompt_selection.md)"),
     Param("score_temperature", "float", None, low=0.0, low_open=True,
           doc="sampling temperature of the scoring rollouts; unset: the training temperature"),
@@ -374,13 +375,18 @@ def _kept_set_problem(params, prompts_per_step: int, keep: int) -> str | None:
 VALIDATION_FILE_KEYS = ("path", "domain", "answer_format", "source")  # a corpus.files entry's keys
 
 
-def _validation_file_problem(entry: Mapping[str, Any]) -> str | None:
-    """Why a prompt selection's `validation` option is not a corpus-file entry (prompt_selection.validation_file), or
-    None."""
+def _validation_source_problem(entry: Mapping[str, Any]) -> str | None:
+    """Why a prompt selection's `validation` option is neither a corpus-file entry (prompt_selection.validation_file)
+    nor a benchmark entry {benchmark: <name>} (prompt_selection.benchmark_split), or None."""
+    if "benchmark" in entry:
+        if set(entry) != {"benchmark"} or not isinstance(entry["benchmark"], str) or not entry["benchmark"]:
+            return ("a validation benchmark is given as {benchmark: <name>} alone, the name one of the study's "
+                    f"benchmarks.names; got {dict(entry)!r}")
+        return None
     unknown = sorted(set(entry) - set(VALIDATION_FILE_KEYS))
     if unknown:
         return (f"unknown key(s) {unknown}; a validation file is given as a corpus.files entry "
-                f"{{{', '.join(VALIDATION_FILE_KEYS)}}}")
+                f"{{{', '.join(VALIDATION_FILE_KEYS)}}}, a validation benchmark as {{benchmark: <name>}}")
     if not isinstance(entry.get("path"), str) or not entry["path"]:
         return "needs `path`: the JSONL or parquet file of validation prompts, in the corpus row format"
     return None
@@ -391,7 +397,7 @@ def _prompt_selection(params, shape):
     validation probe needs more rollouts per validation prompt than per candidate (k_v > k_r, the paper's §4.3); the
     response policy must be a response policy with valid parameters."""
     problems = []
-    if params["validation"] is not None and (problem := _validation_file_problem(params["validation"])):
+    if params["validation"] is not None and (problem := _validation_source_problem(params["validation"])):
         problems.append(("validation", problem))
     keep = params["candidates_per_round"] // params["selection_ratio"]
     if keep == 0:

@@ -4,7 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from dataflex_rl.policies.catalogue import CATALOGUE, Family
+from dataflex_rl.artefacts.layout import benchmark_items
+from dataflex_rl.policies.catalogue import CATALOGUE, Family, Role
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,27 @@ class MethodSpec:
                 if value is not None or accepted[name].recorded_unset}
 
     def validation_file(self) -> Mapping[str, Any] | None:
-        """A prompt selection's `validation` file entry (prompt_selection.validation_file); None: corpus rows, and
-        for every other method."""
-        return self.resolved_params().get("validation")
+        """A prompt selection's `validation` file entry (prompt_selection.validation_file); None: a benchmark or
+        corpus rows, and for every other method."""
+        entry = self.resolved_params().get("validation")
+        return entry if entry and "path" in entry else None
+
+    def validation_benchmark(self) -> str | None:
+        """The benchmark a prompt selection draws its validation prompts from (its `validation` option
+        {benchmark: name}: prompt_selection.benchmark_split), whose items the study then holds out of that benchmark's
+        test score; None: a file or corpus rows, and for every other method."""
+        entry = self.resolved_params().get("validation")
+        return entry.get("benchmark") if entry else None
+
+    def validation_input(self) -> str | None:
+        """The file a prompt selection's own validation prompts are read from: its validation file, or its validation
+        benchmark's items; None where they are corpus rows (or the method selects no prompts)."""
+        if file := self.validation_file():
+            return file["path"]
+        benchmark = self.validation_benchmark()
+        return benchmark_items(benchmark) if benchmark else None
+
+    def validation_from_corpus(self) -> bool:
+        """Whether this is a prompt selection drawing its validation prompts from the training corpus (no `validation`
+        source of its own): the study then holds those rows out of every run on that corpus."""
+        return self.family.role is Role.PROMPT_SELECTION and not self.resolved_params().get("validation")

@@ -1,5 +1,6 @@
 """A prompt selection's trusted validation prompts from their own file (the method option `validation`), as the paper
-and the released loop score candidates against a separate validation set rather than corpus rows.
+and the released loop score candidates against a separate validation set rather than corpus rows; or from a
+benchmark's items (`validation: {benchmark: <name>}`, prompt_selection.benchmark_split).
 
 The file is a corpus file: JSONL or parquet rows in the `corpus.files` row format (`prompt` or `question`, `answer`,
 `answer_format`, `domain`, `id`), and the option is written like a `corpus.files` entry (`path`, and the `domain`,
@@ -15,6 +16,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
+from dataflex_rl.artefacts.items import CORPUS_COLUMNS
 from dataflex_rl.corpus.decontam import normalize_text
 from dataflex_rl.corpus.build import CorpusFile, load_corpus_file
 from dataflex_rl.corpus.validation import KeptRows
@@ -37,6 +39,12 @@ def read_validation_file(entry: Mapping[str, Any], workdir: str | Path = ".") ->
     if rows.empty:
         raise ValueError(f"{where}: no rows; give at least validation_size prompts")
     return rows
+
+
+def read_benchmark_items(path: str | Path) -> pd.DataFrame:
+    """A benchmark's items file (dataflex_rl.artefacts.items.BENCHMARK_ITEM_COLUMNS) as corpus rows, in file order: the
+    validation rows of a prompt selection that draws them from that benchmark (prompt_selection.benchmark_split)."""
+    return pd.read_parquet(path, columns=list(CORPUS_COLUMNS))
 
 
 def overlaps_with_tests(validation: pd.DataFrame, tests: pd.DataFrame) -> list[tuple[str, str, str]]:

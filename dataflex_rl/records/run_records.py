@@ -14,6 +14,7 @@ import pandas as pd
 from dataflex_rl.artefacts.items import SCORED_ITEM_COLUMNS
 from dataflex_rl.artefacts.layout import UNTRAINED, run_id
 from dataflex_rl.artefacts.provenance import DamagedArtefactError, damage, read_provenance
+from dataflex_rl.prompt_selection.benchmark_split import validation_item_ids
 
 # The tidy schema, one row per (run, benchmark):
 #   model, method   what was trained and under which data policy ("untrained" for the base model)
@@ -185,12 +186,21 @@ def validate_records(df: pd.DataFrame) -> None:
         raise ValueError("invalid records: " + "; ".join(problems))
 
 
+def test_split(scored: pd.DataFrame, benchmark: str, split: Mapping) -> pd.DataFrame:
+    """The scored items of `benchmark` that are test items: those its validation draws (`split`: {items, draws}) do not
+    hold out (prompt_selection.benchmark_split)."""
+    held_out = validation_item_ids(benchmark, pd.read_parquet(split["items"], columns=["id"])["id"], split["draws"])
+    return scored[~scored["prompt_id"].astype(str).isin(held_out)]
+
+
 def collect_records(sources: Iterable[Mapping], *, versions: str | None = None,
                     min_parse_rate: float | None = None, inputs: dict | None = None) -> pd.DataFrame:
     """The records table from score files; each source names its path, its provenance record, model, method, seed (None:
     base), benchmark and optionally `extras` (the study cell's base_model, campaign and regime columns). A row's
     fingerprint and step count are copied from the provenance record, after the score file is checked against it (a
-    damaged one is refused, naming it); nothing is recomputed from the current config. `versions` (a `package_versions`
+    damaged one is refused, naming it); nothing is recomputed from the current config. A source with a
+    `validation_split` ({items, draws}: StudyFiles.validation_split) is recorded on its benchmark's test items
+    only: the items the study's prompt selections hold out as validation prompts are left out. `versions` (a `package_versions`
     string) is stamped on every row; `min_parse_rate` sets every row's `parse_flagged`. `inputs` collects
     {score path: {path, sha256}} of the score files read, as hashed by that check (the records job writes them into
     the table's metadata)."""
@@ -205,8 +215,11 @@ def collect_records(sources: Iterable[Mapping], *, versions: str | None = None,
         if problems:
             raise DamagedArtefactError("a score file is not the one its job wrote:\n  " + "\n  ".join(problems))
         inputs[source["path"]] = {"path": source["path"], "sha256": found[Path(source["path"]).resolve()]}
+        scored = pd.read_parquet(source["path"])
+        if split := source.get("validation_split"):
+            scored = test_split(scored, source["benchmark"], split)
         rows.append(summarise_items(
-            pd.read_parquet(source["path"]), model=source["model"], method=source["method"], seed=source["seed"],
+            scored, model=source["model"], method=source["method"], seed=source["seed"],
             benchmark=source["benchmark"], domain=get_benchmark(source["benchmark"]).domain,
             steps=provenance["settings"].get("training.steps", 0), fingerprint=provenance["fingerprint"],
             package_versions=versions, min_parse_rate=min_parse_rate,

@@ -5,8 +5,10 @@ Per (cell, method): the seeds, the test score (points, the mean over seeds of th
 target domain's score for an unbalanced pool: `run_summaries`), and the kept set's share of the regime's label at the
 first and the last round (the corrupted prompts of noisy rewards, the target domain of an unbalanced pool, the easy
 prompts of a low-utility pool: `selection_composition`, means over seeds). A campaign whose methods differ in their
-validation-set size |P_v| (Table 4) shows it. Best, per cell: the highest test score; the lowest corrupted or easy
-share, the highest target share. Unfiltered GRPO keeps no set: its shares are missing.
+validation-set size |P_v| (Table 4) shows it; one whose methods draw their validation prompts from a benchmark
+(Table 3) shows the score on that benchmark's validation items and on its test items, means over seeds. Best, per
+cell: the highest scores; the lowest corrupted or easy share, the highest target share. Unfiltered GRPO keeps no set:
+its shares are missing.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
+from dataflex_rl.prompt_selection.benchmark_split import validation_item_ids
 from dataflex_rl.report.scenario_specs import LABELS, ScenarioTable
 
 HEADLINE_PREFIX = "DB-"
@@ -23,10 +26,28 @@ def _headline(summaries: pd.DataFrame) -> str:
     return next(c for c in summaries.columns if c.startswith(HEADLINE_PREFIX))
 
 
+def split_scores(splits: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+    """Per (cell, method, seed, benchmark) of ScenarioTable.splits: the run's score (points) on the benchmark's
+    validation items and on its test items (prompt_selection.benchmark_split), from its score file."""
+    rows = []
+    for benchmark, split in splits.items():
+        held_out = validation_item_ids(benchmark, pd.read_parquet(split["items"], columns=["id"])["id"],
+                                       split["draws"])
+        for cell, method, seed, path in split["scores"]:
+            scored = pd.read_parquet(path, columns=["prompt_id", "correct"])
+            validation = scored["prompt_id"].astype(str).isin(held_out)
+            rows.append({"cell": cell, "method": method, "seed": seed, "benchmark": benchmark,
+                         "validation": 100 * scored.loc[validation, "correct"].astype(float).mean(),
+                         "test": 100 * scored.loc[~validation, "correct"].astype(float).mean()})
+    return pd.DataFrame(rows, columns=["cell", "method", "seed", "benchmark", "validation", "test"])
+
+
 def scenario_table(summaries: pd.DataFrame, composition: pd.DataFrame, spec: ScenarioTable
                    ) -> tuple[pd.DataFrame, dict[str, list[int]]]:
-    """The table of `spec` from the study's `run_summaries` and `selection_composition`, and its best cells (column ->
-    row positions, for dataflex_rl.report.tables.write_table's `bold`)."""
+    """The table of `spec` from the study's `run_summaries` and `selection_composition` (and, for a benchmark split
+    into validation and test items, its score files), and its best cells (column -> row positions, for
+    dataflex_rl.report.tables.write_table's `bold`)."""
+    splits = split_scores(spec.splits)
     rows = []
     for cell in spec.cells:
         metric = spec.metrics[cell] or _headline(summaries)
@@ -38,6 +59,11 @@ def scenario_table(summaries: pd.DataFrame, composition: pd.DataFrame, spec: Sce
                 row["validation_size"] = spec.validation_sizes.get(method)
             row.update({"seeds": runs["seed"].nunique(), "test_metric": metric,
                         "test_score": 100 * runs[metric].mean()})
+            for benchmark in spec.splits:
+                scored = splits[(splits["cell"] == cell) & (splits["method"] == method)
+                                & (splits["benchmark"] == benchmark)]
+                row[f"{benchmark}_validation"] = scored["validation"].mean()
+                row[f"{benchmark}_test"] = scored["test"].mean()
             if label:
                 for which in ("first", "last"):
                     kept = composition[(composition["model"] == cell) & (composition["method"] == method)
@@ -54,7 +80,8 @@ def best_cells(table: pd.DataFrame, spec: ScenarioTable) -> dict[str, list[int]]
     for cell in spec.cells:
         rows = table.reset_index(drop=True)
         in_cell = rows.index[rows["model"] == cell]
-        columns = {"test_score": "max"}
+        columns = {"test_score": "max", **{f"{benchmark}_{split}": "max" for benchmark in spec.splits
+                                           for split in ("validation", "test")}}
         label = spec.labels[cell]
         if label:
             direction = dict(LABELS.values())[label]
@@ -73,4 +100,4 @@ def scenario_tables(summaries: pd.DataFrame, composition: pd.DataFrame, specs: S
     """Every table of `specs` (ScenarioTable.to_json, as the rule passes them), by table name."""
     return {spec["name"]: scenario_table(summaries, composition, ScenarioTable(
         name=spec["name"], cells=tuple(spec["cells"]), methods=tuple(spec["methods"]), metrics=spec["metrics"],
-        labels=spec["labels"], validation_sizes=spec["validation_sizes"])) for spec in specs}
+        labels=spec["labels"], validation_sizes=spec["validation_sizes"], splits=spec["splits"])) for spec in specs}

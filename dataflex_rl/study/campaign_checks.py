@@ -10,7 +10,6 @@ from typing import Any, Mapping, Sequence
 
 from dataflex_rl.study.corpus_bound import domain_rows_bound
 from dataflex_rl.artefacts.layout import FULL_DATA, UNTRAINED
-from dataflex_rl.policies.catalogue import Role
 from dataflex_rl.regimes.catalogue import REGIMES, regime_errors
 from dataflex_rl.regimes.shares import pool_sizes_at_share
 from dataflex_rl.study.resolved import Campaign, RegimeSpec, Study
@@ -50,11 +49,11 @@ def _campaign_errors(campaign: Campaign, study: Study) -> list[str]:
 
 def _validation_sizes(campaign: Campaign, study: Study) -> dict[str, int]:
     """The validation_size of each prompt-selection method the campaign trains that draws its validation prompts from
-    the corpus (catalogue default filled in); one with its own `validation` file draws none from it."""
+    the corpus (catalogue default filled in); one with its own `validation` file or benchmark draws none from it."""
     sizes = {}
     for method in campaign.methods:
         spec = study.methods.get(method)
-        if spec is not None and spec.family.role is Role.PROMPT_SELECTION and spec.validation_file() is None:
+        if spec is not None and spec.validation_from_corpus():
             sizes[method] = spec.resolved_params()["validation_size"]
     return sizes
 

@@ -315,29 +315,71 @@ def benchmark_file_errors(study: Study, workdir: Path) -> list[str]:
     return errors
 
 
-def validation_file_errors(study: Study, workdir: Path) -> list[str]:
-    """A prompt selection's own validation file (its `validation` option: prompt_selection.validation_file) must be a
-    readable corpus file whose rows all pass the corpus checks, hold at least `validation_size` prompts, and share no
-    prompt (after the decontamination's normalisation) nor id with a test item of the study's benchmarks (a real
-    benchmark read from the hub is not checked here: it is not on disk at dry run)."""
-    import pandas as pd
-
-    from dataflex_rl.prompt_selection.validation_file import overlaps_with_tests, read_validation_file
+def _readable_test_items(study: Study, workdir: Path) -> dict:
+    """{benchmark: its items} of the study's benchmarks whose items can be built at dry run: the procedural ones and
+    real ones whose files are on disk (a real benchmark read from the hub is not on disk at dry run)."""
     from dataflex_rl.corpus.build import benchmark_items
 
-    files = {name: entry for name, spec in study.methods.items() if (entry := spec.validation_file())}
-    if not files or study.records_file:
-        return []
-    tests = []
+    items = {}
     for benchmark in study.benchmarks.names:
         path = study.benchmarks.files.get(benchmark)
         on_disk = path is not None and all((workdir / p).is_file() for p in benchmark_paths(path))
         if benchmark in REGISTRY and (REGISTRY[benchmark].procedural or on_disk):
-            tests.append(benchmark_items(benchmark, study.benchmarks.items, study.benchmarks.seed,
-                                         [str(workdir / p) for p in benchmark_paths(path)] if on_disk else None))
+            items[benchmark] = benchmark_items(benchmark, study.benchmarks.items, study.benchmarks.seed,
+                                               [str(workdir / p) for p in benchmark_paths(path)] if on_disk else None)
+    return items
+
+
+def _overlap_error(key: str, overlaps: list, what: str, fix: str) -> list[str]:
+    if not overlaps:
+        return []
+    row, benchmark, item = overlaps[0]
+    return [f"{key}: {len(overlaps)} {what} are test items (the same normalised prompt or id), the first row "
+            f"{row!r} = benchmark {benchmark!r} item {item!r}; {fix} — a validation prompt that is also scored "
+            "measures the selection on its own target"]
+
+
+def validation_source_errors(study: Study, workdir: Path) -> list[str]:
+    """A prompt selection's own validation prompts (its `validation` option). A file (prompt_selection.validation_file)
+    must be a readable corpus file whose rows all pass the corpus checks and hold at least `validation_size` prompts;
+    a benchmark (prompt_selection.benchmark_split) must be one of the study's, with test items left after
+    `validation_size` are drawn. Either way no validation prompt may be a test item (the same prompt after the
+    decontamination's normalisation, or the same id) of the study's benchmarks whose items a dry run can build; a
+    benchmark's drawn items are its own test score's no longer, and are checked against the other benchmarks."""
+    import pandas as pd
+
+    from dataflex_rl.prompt_selection.benchmark_split import validation_positions
+    from dataflex_rl.prompt_selection.validation_file import overlaps_with_tests, read_validation_file
+
+    sources = {name: spec for name, spec in study.methods.items() if spec.validation_input()}
+    if not sources or study.records_file:
+        return []
+    tests = _readable_test_items(study, workdir)
     errors = []
-    for name, entry in files.items():
+    for name, spec in sources.items():
         key = f"methods.{name}.params.validation"
+        size = spec.resolved_params()["validation_size"]
+        if benchmark := spec.validation_benchmark():
+            if benchmark not in study.benchmarks.names:
+                errors.append(f"{key}.benchmark: {benchmark!r} is not one of the study's benchmarks.names "
+                              f"{list(study.benchmarks.names)}; name one of them (its drawn items are held out of its "
+                              "test score)")
+                continue
+            if size >= study.benchmarks.items:
+                errors.append(f"methods.{name}.params.validation_size: {size} validation items of benchmark "
+                              f"{benchmark!r} leave none of its at most {study.benchmarks.items} items "
+                              f"(benchmarks.items) to test; lower it below {study.benchmarks.items}")
+                continue
+            if benchmark in tests:
+                items = tests[benchmark]
+                draw = [(size, spec.resolved_params()["validation_seed"])]
+                drawn = items.iloc[sorted(validation_positions(benchmark, len(items), draw))]
+                others = [frame for other, frame in tests.items() if other != benchmark]
+                overlaps = overlaps_with_tests(drawn, pd.concat(others, ignore_index=True)) if others else []
+                errors += _overlap_error(key, overlaps, f"validation item(s) drawn from benchmark {benchmark!r}",
+                                         "use another validation benchmark or seed")
+            continue
+        entry = spec.validation_file()
         if problem := _file_problem(workdir / entry["path"]):
             errors.append(f"{key}.path: {entry['path']!r} {problem}; put the validation file there or fix the path")
             continue
@@ -346,18 +388,13 @@ def validation_file_errors(study: Study, workdir: Path) -> list[str]:
         except ValueError as error:
             errors.append(f"{key}: {error}")
             continue
-        size = study.methods[name].resolved_params()["validation_size"]
         if size > len(rows):
             errors.append(f"methods.{name}.params.validation_size: {size} exceeds the {len(rows)} prompts of "
                           f"validation file {entry['path']}; lower it to at most {len(rows)} ({len(rows)}: all of "
                           "the file, as the released loop scores against)")
-        overlaps = overlaps_with_tests(rows, pd.concat(tests, ignore_index=True)) if tests else []
-        if overlaps:
-            row, benchmark, item = overlaps[0]
-            errors.append(f"{key}: {len(overlaps)} prompt(s) of validation file {entry['path']} are test items "
-                          f"(the same normalised prompt or id), the first row {row!r} = benchmark {benchmark!r} "
-                          f"item {item!r}; remove them from the file — a validation prompt that is also scored "
-                          "measures the selection on its own target")
+        overlaps = overlaps_with_tests(rows, pd.concat(list(tests.values()), ignore_index=True)) if tests else []
+        errors += _overlap_error(key, overlaps, f"prompt(s) of validation file {entry['path']}",
+                                 "remove them from the file")
     return errors
 
 
@@ -479,7 +516,7 @@ def study_errors(study: Study, workdir: str | Path = ".") -> list[str]:
     return (method_errors(study) + data_errors(study, workdir) + model_errors(study, workdir)
             + training_errors(study) + prompt_cap_errors(study) + records_errors(study, workdir)
             + template_errors(study.template) + campaign_errors(study, workdir)
-            + validation_file_errors(study, workdir))
+            + validation_source_errors(study, workdir))
 
 
 # --- resources ------------------------------------------------------------------------------------------------------

@@ -85,6 +85,12 @@ class StudyFiles:
             return []
         return layout.scenario_tables(self.study.name, [spec.name for spec in scenario_specs(self.study)])
 
+    def scenario_split_inputs(self) -> list[str]:
+        """The files the scenario tables read for a benchmark split into validation and test items (Table 3): its
+        items and the campaign's score files of it (ScenarioTable.splits)."""
+        return list(dict.fromkeys(path for spec in scenario_specs(self.study) for split in spec.splits.values()
+                                  for path in [split["items"], *(score[-1] for score in split["scores"])]))
+
     # --- what a job reads --------------------------------------------------------------------------------------
     def training_corpus(self, model: str, run: str) -> str:
         """The corpus a run trains on: its regime's, or the clean corpus."""
@@ -148,13 +154,26 @@ class StudyFiles:
 
     def record_sources(self) -> list[dict[str, Any]]:
         """(score file, its provenance record, model, method, seed, benchmark, extras) of every score the records
-        table is built from, per study cell (`model` is the cell's name; a run in several cells is recorded in each)."""
+        table is built from, per study cell (`model` is the cell's name; a run in several cells is recorded in each);
+        and where prompt selections draw validation items from the benchmark, its `validation_split` (the items they
+        hold out of its test score: validation_split)."""
         return [{"path": layout.score(cell.model, run, bench),
                  "provenance": layout.score_provenance(cell.model, run, bench),
-                 "model": cell.name, "method": method, "seed": seed, "benchmark": bench, "extras": cell.extras}
+                 "model": cell.name, "method": method, "seed": seed, "benchmark": bench, "extras": cell.extras,
+                 **({"validation_split": split} if (split := self.validation_split(bench)) else {})}
                 for cell in self.study.cells()
                 for method, seed, run in self.study.cell_runs(cell)
                 for bench in self.benchmarks]
+
+    def validation_split(self, benchmark: str) -> dict[str, Any] | None:
+        """The benchmark's items file and the validation draws held out of its test score
+        (Study.benchmark_validation_draws); None where no prompt selection draws validation items from it."""
+        draws = self.study.benchmark_validation_draws(benchmark)
+        return {"items": layout.benchmark_items(benchmark), "draws": draws} if draws else None
+
+    def split_items_files(self) -> list[str]:
+        """The items files of the benchmarks the study splits into validation and test items (validation_split)."""
+        return [split["items"] for bench in self.benchmarks if (split := self.validation_split(bench))]
 
     # --- the gates a job still waits for (dataflex_rl.artefacts.gates.pending) ---------------------------------
     def data_section(self, data: str) -> str:

@@ -76,9 +76,9 @@ def train_run(job: Mapping[str, Any], settings: Mapping[str, Any], *, base, corp
               out_model, out_metrics, out_provenance, state_dir, threads: int = 1,
               token_caps: TokenCaps | None = None, gpus: int = 0) -> None:
     inputs = {"corpus": plain_input(corpus), **_base_input(base)}
-    validation = MethodSpec.from_job(job["method"]).validation_file()
-    if validation:  # a prompt selection's own validation prompts (prompt_selection.validation_file)
-        inputs["validation"] = plain_input(validation["path"])
+    validation = MethodSpec.from_job(job["method"]).validation_input()
+    if validation:  # a prompt selection's own validation prompts: its file, or its benchmark's items
+        inputs["validation"] = plain_input(validation)
     state = training_state(state_dir, settings, inputs)
     others = sorted(p.name for p in Path(state_dir).glob("*") if p.is_dir() and p != state)
     if others:

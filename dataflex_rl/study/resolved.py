@@ -416,8 +416,7 @@ class Study:
         draws = set()
         for run in self.runs:
             spec = self.methods[run.method]
-            if ((run.model, run.regime) == (model, regime) and spec.family.role is Role.PROMPT_SELECTION
-                    and spec.validation_file() is None):
+            if (run.model, run.regime) == (model, regime) and spec.validation_from_corpus():
                 params = spec.resolved_params()
                 draws.add((params["validation_size"], params["validation_seed"]))
         return [list(draw) for draw in sorted(draws)]
@@ -435,10 +434,22 @@ class Study:
         return draws
 
     def validation_files(self, run: Run) -> list[str]:
-        """The validation file a run's prompt selection reads (its `validation` option's path), as a list: [] for
-        one on corpus rows and for every other method."""
-        entry = self.methods[run.method].validation_file()
-        return [entry["path"]] if entry else []
+        """The file a run's prompt selection reads its validation prompts from (its `validation` file, or its
+        validation benchmark's items: MethodSpec.validation_input), as a list: [] for one on corpus rows and for every
+        other method."""
+        path = self.methods[run.method].validation_input()
+        return [path] if path else []
+
+    @_memoised
+    def benchmark_validation_draws(self, benchmark: str) -> list[list[int]]:
+        """The validation draws, [validation_size, validation_seed] each (sorted, once each), of the prompt selections
+        the study trains that draw their validation prompts from `benchmark` (`validation: {benchmark: ...}`): the
+        items they draw are held out of that benchmark's test score in every run of the study
+        (prompt_selection.benchmark_split), so that every arm is scored on the same test items. []: none does."""
+        draws = {(params["validation_size"], params["validation_seed"])
+                 for run in self.runs if self.methods[run.method].validation_benchmark() == benchmark
+                 for params in [self.methods[run.method].resolved_params()]}
+        return [list(draw) for draw in sorted(draws)]
 
     def controls(self) -> dict[str, str]:
         return {name: m.control for name, m in self.methods.items() if m.control}
@@ -516,8 +527,18 @@ class Study:
                         f"methods.{run.method}.policy": spec.policy,
                         **_flat(f"methods.{run.method}.params", spec.resolved_params()),
                         **({HELD_OUT_KEY: draws} if draws else {}),
-                        **self._digests(f"methods.{run.method}.params.validation.sha256", self.validation_files(run)),
+                        **self._validation_source_slice(run),
                         "seed": run.seed, **_flat("training", self._training(run.steps))})
+
+    def _validation_source_slice(self, run: Run) -> dict[str, Any]:
+        """What a prompt selection's own validation prompts depend on: its file's digest, or its benchmark's slice."""
+        spec = self.methods[run.method]
+        if file := spec.validation_file():
+            return self._digests(f"methods.{run.method}.params.validation.sha256", [file["path"]])
+        if benchmark := spec.validation_benchmark():
+            return {f"methods.{run.method}.params.validation.{key}": value
+                    for key, value in self.benchmark_slice(benchmark).items()}
+        return {}
 
     # --- a job's arguments: plain JSON-able values, every one of them result-determining ----------------------------
     def base_job(self, model: str) -> dict[str, Any]:

@@ -63,8 +63,9 @@ def check_selection_options(method: MethodSpec) -> list[str]:
         errors.append("params.precondition: 'adam' divides g_v by Adam's second moment, which on the verl backend "
                       "lives in the FSDP optimiser shards of the run's checkpoint, not in the merged weights the probe "
                       "scores; the released loop never enabled it — use precondition: none (the default) on verl")
-    if method.validation_file():
-        errors.append("params.validation: a validation file's rows are appended to the embedded trainer's corpus, "
-                      "and the verl backend's train file holds the corpus alone — on verl, leave `validation` out "
-                      "(the validation prompts are then drawn from the corpus and held out of every method)")
+    if method.validation_input():
+        errors.append("params.validation: a validation file's rows or a benchmark's items are appended to the "
+                      "embedded trainer's corpus, and the verl backend's train file holds the corpus alone — on verl, "
+                      "leave `validation` out (the validation prompts are then drawn from the corpus and held out of "
+                      "every method)")
     return errors
