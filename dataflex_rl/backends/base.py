@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Protocol, Sequence
 
 from dataflex_rl.policies.methods import MethodSpec
 from dataflex_rl.training.recipe import GRPOSettings
-from dataflex_rl.corpus.token_caps import TokenCaps
+from dataflex_rl.corpus.token_caps import TokenCap, TokenCaps
 
 if TYPE_CHECKING:  # the probe's module imports torch; the others would close an import circle
     from dataflex_rl.backends.model_spec import ModelSpec
@@ -114,7 +114,7 @@ class DryRunBackend(Protocol):
         not a refusal (verl: a hub name the jobs will download); [] for none."""
 
     def train_resource_errors(self, key: str, model: ModelSpec, training: GRPOSettings,
-                              resources: Mapping[str, Any], prompt_cap: Mapping[str, Any] | None,
+                              resources: Mapping[str, Any], prompt_cap: TokenCap | None,
                               selection: SelectionSize | None = None) -> list[str]:
         """Why a train job of `model` (at config key `key`) with these `training` settings, on prompts of up to
         `prompt_cap` (dataflex_rl.corpus.training_fit; None where the backend caps its own), cannot run with its merged

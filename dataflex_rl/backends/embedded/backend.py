@@ -13,7 +13,7 @@ from dataflex_rl.prompt_selection.candidates import SelectionSize
 from dataflex_rl.backends.embedded.settings import ModelShape, WarmupSettings
 from dataflex_rl.training.recipe import GRPOSettings
 from dataflex_rl.config.sections import filled
-from dataflex_rl.corpus.token_caps import TokenCaps
+from dataflex_rl.corpus.token_caps import TokenCap, TokenCaps
 
 if TYPE_CHECKING:
     from dataflex_rl.policies.methods import MethodSpec
@@ -97,7 +97,7 @@ class EmbeddedBackend:
         return []
 
     def train_resource_errors(self, key: str, model: ModelSpec, training: GRPOSettings,
-                              resources: Mapping[str, Any], prompt_cap: Mapping[str, Any] | None,
+                              resources: Mapping[str, Any], prompt_cap: TokenCap | None,
                               selection: SelectionSize | None = None) -> list[str]:
         """The train job's `mem_mb` against its estimated peak, with every prompt at `prompt_cap`, the longest its
         corpus is let through (dataflex_rl.corpus.training_fit), and the study's largest prompt-selection round."""

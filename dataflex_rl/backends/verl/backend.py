@@ -17,7 +17,7 @@ from dataflex_rl.backends.verl.probe_settings import ProbeSettings, check_select
 from dataflex_rl.backends.verl.rollout import RESULT_SETTINGS, RolloutSettings
 from dataflex_rl.training.recipe import GRPOSettings
 from dataflex_rl.config.sections import filled
-from dataflex_rl.corpus.token_caps import TokenCaps
+from dataflex_rl.corpus.token_caps import TokenCap, TokenCaps
 
 if TYPE_CHECKING:
     from dataflex_rl.prompt_selection.candidates import SelectionSize
@@ -110,7 +110,7 @@ class VerlBackend:
         return model_path_notes(f"{key}.path", model.path, workdir)
 
     def train_resource_errors(self, key: str, model: ModelSpec, training: GRPOSettings,
-                              resources: Mapping[str, Any], prompt_cap: Mapping[str, Any] | None,
+                              resources: Mapping[str, Any], prompt_cap: TokenCap | None,
                               selection: SelectionSize | None = None) -> list[str]:
         """The step's batch over the GPUs (`_batch_errors`), the rollout's tensor parallelism over the GPUs and the
         model's heads (`_rollout_errors`), then, where those pass, verl's own check of the train command's overrides
