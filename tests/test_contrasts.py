@@ -26,6 +26,20 @@ def _summaries(cells):
     return pd.DataFrame(rows).astype({"seed": "Int64", "steps": "Int64"})
 
 
+def test_a_control_trained_in_a_cell_only_as_a_reference_is_not_compared_there():
+    """An ablation cell trains gradalign, gradalign_dot and their control random, not random's own control baseline
+    (the campaign check allows it: random is there as a reference): each is compared with random, and random is left
+    out of that cell, while a method whose control is missing and which serves no other is still an error."""
+    values = {"gradalign": [0.52, 0.53, 0.55], "gradalign_dot": [0.50, 0.54, 0.50], "random": [0.50, 0.52, 0.51]}
+    controls = {"gradalign": "random", "gradalign_dot": "random", "random": "baseline"}
+    table = compare_methods(_summaries([("ablation", "m", None, 80, values)]), controls=controls)
+    assert table[["method", "control"]].values.tolist() == [["gradalign", "random"], ["gradalign_dot", "random"]]
+    assert table["delta_mean"].tolist() == pytest.approx([7 / 3, 1 / 3])  # (2 + 1 + 4) / 3, (0 + 2 − 1) / 3 points
+    alone = {"random": values["random"]}
+    with pytest.raises(ValueError, match="ablation: control 'baseline' of 'random' has no runs"):
+        compare_methods(_summaries([("ablation", "m", None, 80, alone)]), controls=controls)
+
+
 def test_long_training_contrast_by_hand():
     summaries = _summaries([("m@main", "m", None, 300, SHORT), ("m@long", "m", None, 1000, LONG)])
     row = long_training_contrasts(summaries, "DB-12", {"topk": "baseline"}).iloc[0]

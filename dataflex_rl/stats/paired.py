@@ -274,7 +274,9 @@ def arm_difference(treated: dict[int, float], base: dict[int, float], pairing: s
 def compare_methods(summaries: pd.DataFrame, metric: str = "DB-12", *, controls: Mapping[str, str],
                     model: str | None = None, confidence: float = 0.95, pairing: str = "paired",
                     bootstrap_resamples: int = 0) -> pd.DataFrame:
-    """One row per (model, method) present in `controls`: the difference to its control, in points.
+    """One row per (model, method) present in `controls`: the difference to its control, in points. A method whose
+    own control has no runs in a cell is left out there where it serves as another method's control (a campaign may
+    train it as a reference alone: campaign_checks); otherwise that is an error.
 
     `pairing` is one of PAIRINGS (module docstring); the row says which. Means are over the seeds the difference uses,
     so delta_mean = method_mean − control_mean. p_holm adjusts p across the methods of each (model, metric): the
@@ -292,10 +294,13 @@ def compare_methods(summaries: pd.DataFrame, metric: str = "DB-12", *, controls:
         by_method = dict(tuple(runs.groupby("method", sort=False)))  # one split, not a filter per method
         arm = functools.cache(lambda m: _seed_values(by_method[m], m, metric))  # a control serves many methods
         block = []
+        references = {control for method, control in controls.items() if method in by_method}
         for method, control in controls.items():
             if method not in by_method:
                 continue
             if control not in by_method:
+                if method in references:  # in the cell as another method's control only (campaign_checks)
+                    continue
                 raise ValueError(f"{name}: control {control!r} of {method!r} has no runs")
             treated, base = arm(method), arm(control)
             diff, treated_seeds, base_seeds = arm_difference(treated, base, pairing, confidence,
