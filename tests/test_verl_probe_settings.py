@@ -36,6 +36,35 @@ def test_an_8b_round_fits_an_h200_and_not_an_80gb_gpu():
                     "the train rule's mem_mb (models.q.resources.train.mem_mb)"]
 
 
+def test_whole_group_gradients_on_the_host_are_counted_and_name_the_options():
+    """A projection or normalised validation groups hold whole fp32 gradients on the host: 100 groups of a
+    1.5e9-parameter model are 100 × 1.5e9 × 4 = 600e9 bytes = 572,205 MB besides its 8 bytes a parameter (11,444 MB)."""
+    settings = ProbeSettings(gpu_memory_gb=80)
+    assert probe_memory_errors("models.q", 1_500_000_000, settings, host_mb=320000) == []
+    refused = probe_memory_errors("models.q", 1_500_000_000, settings, host_mb=320000, gradient_rows=100)
+    assert refused == ["resources of rule train: mem_mb=320000, but a selection round of models.q holds 583649 MB on "
+                       "the host: the model, vLLM's sleeping weights and the validation gradient (8 bytes a parameter) "
+                       "and 100 whole fp32 gradients of its groups (572205 MB: a projection_dim holds the M "
+                       "candidates', normalise_validation_groups the |P_v| validation groups') — raise the train "
+                       "rule's mem_mb (models.q.resources.train.mem_mb), or leave those options out (every other "
+                       "reduction streams one group at a time)"]
+
+
+def test_the_largest_round_counts_the_gradients_its_options_hold_at_once():
+    from dataflex_rl.policies.catalogue import Family
+    from dataflex_rl.policies.methods import MethodSpec
+    from dataflex_rl.study.config_checks import _largest_selection_round
+
+    def method(policy, **params):
+        return MethodSpec(policy, policy, params, Family.prompt_selection)
+
+    assert _largest_selection_round([method("gradalign"), method("accgreedy")]).gradient_rows == 0  # streamed
+    assert _largest_selection_round([method("gradalign", normalise_validation_groups=True, validation_size=100),
+                                     method("align")]).gradient_rows == 100
+    assert _largest_selection_round([method("align", projection_dim=64, candidates_per_round=512),
+                                     method("gradalign", normalise_validation_groups=True)]).gradient_rows == 512
+
+
 def test_the_train_resource_check_reads_the_probe_block_only_with_a_selection():
     from dataflex_rl.prompt_selection.candidates import SelectionSize
 

@@ -20,11 +20,14 @@ from typing import Sequence
 
 @dataclass(frozen=True)
 class SelectionSize:
-    """The size of a study's largest prompt-selection round, what a memory estimate needs: M candidates, and the most
-    rollouts a round draws per prompt (max(k_r, k_v))."""
+    """The size of a study's largest prompt-selection round, what a memory estimate needs: M candidates, the most
+    rollouts a round draws per prompt (max(k_r, k_v)), and the most per-group gradients a round holds at once
+    (`gradient_rows`: M under a random projection, |P_v| with normalised validation groups; 0 where every reduction
+    streams one group at a time)."""
 
     candidates: int
     rollouts: int
+    gradient_rows: int = 0
 
 
 def validation_rows(eligible: Sequence[int], size: int, seed: int) -> list[int]:

@@ -544,7 +544,15 @@ def _largest_selection_round(methods: Iterable[MethodSpec]) -> SelectionSize | N
     if not rounds:
         return None
     return SelectionSize(candidates=max(r["candidates_per_round"] for r in rounds),
-                         rollouts=max(max(r["rollouts_candidate"], r["rollouts_validation"]) for r in rounds))
+                         rollouts=max(max(r["rollouts_candidate"], r["rollouts_validation"]) for r in rounds),
+                         gradient_rows=max(_gradient_rows(r) for r in rounds))
+
+
+def _gradient_rows(params: Mapping[str, Any]) -> int:
+    """The per-group gradients a round of these options holds at once (prompt_selection.round): the M candidates'
+    under a random projection, the |P_v| validation groups' when each is normalised before the sum; 0 otherwise."""
+    rows = params["candidates_per_round"] if params.get("projection_dim") else 0
+    return max(rows, params["validation_size"] if params.get("normalise_validation_groups") else 0)
 
 
 # The resources that count something: each must be a whole number, however it was given (a profile's YAML, the

@@ -123,21 +123,21 @@ class VerlBackend:
         errors = (self._batch_errors(training, int(resources["gpu"]))
                   + self._rollout_errors(key, model, int(resources["gpu"])))
         if selection is not None:
-            errors += self._probe_errors(key, model, resources)
+            errors += self._probe_errors(key, model, resources, selection.gradient_rows)
         return errors or self._verl_config_errors(key, model, training, resources)
 
     @staticmethod
-    def _probe_errors(key: str, model: ModelSpec, resources: Mapping[str, Any]) -> list[str]:
-        """A selection round's memory on one of the train job's GPUs and on its host (probe_settings), for the
-        model's parameter count: from its config.json where it can be read, else `probe.parameters`; neither: one
-        stderr line says it was not checked."""
+    def _probe_errors(key: str, model: ModelSpec, resources: Mapping[str, Any], gradient_rows: int) -> list[str]:
+        """A selection round's memory on one of the train job's GPUs and on its host (probe_settings), with
+        `gradient_rows` whole gradients held at once (SelectionSize), for the model's parameter count: from its
+        config.json where it can be read, else `probe.parameters`; neither: one stderr line says it was not checked."""
         settings = _probe(model.settings)
         parameters = model_parameters(model.path or "") or settings.parameters
         if parameters is None:
             print(f"{key}: the selection round's memory was not checked: its config.json cannot be read here and "
                   f"{key}.probe.parameters is not set", file=sys.stderr)
             return []
-        return probe_memory_errors(key, parameters, settings, int(resources.get("mem_mb") or 0))
+        return probe_memory_errors(key, parameters, settings, int(resources.get("mem_mb") or 0), gradient_rows)
 
     def _batch_errors(self, training: GRPOSettings, gpus: int) -> list[str]:
         """verl asserts that train_batch_size × rollout.n (prompts_per_step × rollouts; the recipe sets

@@ -5,9 +5,9 @@ The round's backward passes run on one of the job's GPUs (probe.py): the HF mode
 in the model's dtype (bf16: 2 + 2 bytes a parameter), and, in fp32, the unit validation gradient and the chunk's mean
 scored gradient that the streamed score accumulates (4 + 4): 12 bytes a parameter, ~98 GB for an 8.2B model, before
 the activations of `micro_batch` responses. On the host: the model between backward passes (2), vLLM's weights while
-it sleeps (2) and the validation gradient (4), 8 bytes a parameter. The options that need every group's gradient at
-once (a projection, `align`'s candidates as the validation set, normalised validation groups) hold [N, P] fp32 rows
-on the host besides: at 8B parameters that is 33 GB a group, which only a small model can afford (not checked).
+it sleeps (2) and the validation gradient (4), 8 bytes a parameter. The options that need whole per-group
+gradients at once hold them on the host besides, fp32: a projection the M candidates', normalised validation groups
+the |P_v| groups' (33 GB a group at 8B parameters, which only a small model can afford); the dry run counts them.
 """
 from __future__ import annotations
 
@@ -35,9 +35,11 @@ class ProbeSettings:
     micro_batch: int = 1
 
 
-def probe_memory_errors(key: str, parameters: int, settings: ProbeSettings, host_mb: int) -> list[str]:
+def probe_memory_errors(key: str, parameters: int, settings: ProbeSettings, host_mb: int,
+                        gradient_rows: int = 0) -> list[str]:
     """Why a selection round of a `parameters`-parameter model cannot run on the train job's GPUs of
-    `settings.gpu_memory_gb` and its `host_mb` of memory."""
+    `settings.gpu_memory_gb` and its `host_mb` of memory, holding `gradient_rows` whole fp32 gradients on the host
+    besides (a projection, normalised validation groups: prompt_selection.candidates.SelectionSize)."""
     errors = []
     gpu = parameters * GPU_BYTES_PER_PARAMETER
     if gpu > GPU_HEADROOM * settings.gpu_memory_gb * GIB:
@@ -48,11 +50,16 @@ def probe_memory_errors(key: str, parameters: int, settings: ProbeSettings, host
                       f"{gpu / GPU_HEADROOM / GIB:.0f} GiB (and say so in {key}.probe.gpu_memory_gb), or use a "
                       f"smaller model")
     host = parameters * HOST_BYTES_PER_PARAMETER
-    if host > host_mb * (1 << 20):
+    rows = gradient_rows * parameters * 4
+    if host + rows > host_mb * (1 << 20):
+        held = (f" and {gradient_rows} whole fp32 gradients of its groups ({rows / (1 << 20):.0f} MB: a "
+                f"projection_dim holds the M candidates', normalise_validation_groups the |P_v| validation groups')"
+                if rows else "")
+        fix = f" — raise the train rule's mem_mb ({key}.resources.train.mem_mb)" + (
+            ", or leave those options out (every other reduction streams one group at a time)" if rows else "")
         errors.append(f"resources of rule train: mem_mb={host_mb}, but a selection round of {key} holds "
-                      f"{host / (1 << 20):.0f} MB on the host: the model, vLLM's sleeping weights and the validation "
-                      f"gradient ({HOST_BYTES_PER_PARAMETER} bytes a parameter) — raise the train rule's mem_mb "
-                      f"({key}.resources.train.mem_mb)")
+                      f"{(host + rows) / (1 << 20):.0f} MB on the host: the model, vLLM's sleeping weights and the "
+                      f"validation gradient ({HOST_BYTES_PER_PARAMETER} bytes a parameter){held}{fix}")
     return errors
 
 
