@@ -88,3 +88,26 @@ def test_the_records_score_a_split_benchmark_on_its_test_items_alone(tmp_path):
     assert records.loc["gcd", "n"] == 10 - len(held_out) and records.loc["gcd", "correct"] == 2
     assert records.loc["gcd", "score"] == pytest.approx(2 / (10 - len(held_out)))
     assert records.loc["chain_sum", "n"] == 10 and records.loc["chain_sum", "correct"] == len(held_out) + 2
+
+
+def test_drawn_items_that_are_another_benchmarks_items_are_refused_and_undrawn_ones_are_not():
+    from dataflex_rl.study.config_checks import _validation_benchmark_errors
+
+    study = _study(gradalign=GRADALIGN_ON_GCD)  # 20 of gcd's 100 items, validation_seed 0
+    gcd = pd.DataFrame({"benchmark": "gcd", "id": [f"gcd-{i}" for i in range(100)],
+                        "prompt": [f"What is the GCD of {i} and {i + 6}?" for i in range(100)]})
+    drawn = sorted(validation_positions("gcd", 100, [[20, 0]]))
+    undrawn = next(i for i in range(100) if i not in drawn)
+
+    def errors(shared: int) -> list[str]:
+        other = pd.DataFrame({"benchmark": "chain_sum", "id": ["cs-0", "cs-1"],
+                              "prompt": ["  " + gcd["prompt"][shared].upper(), "What is 2 + 2?"]})
+        return _validation_benchmark_errors(study, "gradalign", study.methods["gradalign"],
+                                            {"gcd": gcd, "chain_sum": other}, Path("."))
+
+    assert errors(drawn[0]) == [
+        f"methods.gradalign.params.validation: 1 validation item(s) drawn from benchmark 'gcd' are test items (the "
+        f"same normalised prompt or id), the first row 'gcd-{drawn[0]}' = benchmark 'chain_sum' item 'cs-0'; use "
+        "another validation benchmark or seed — a validation prompt that is also scored measures the selection on its "
+        "own target"]
+    assert errors(undrawn) == []  # an item left in gcd's test split: no validation prompt is scored

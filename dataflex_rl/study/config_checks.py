@@ -340,62 +340,71 @@ def _overlap_error(key: str, overlaps: list, what: str, fix: str) -> list[str]:
 
 
 def validation_source_errors(study: Study, workdir: Path) -> list[str]:
-    """A prompt selection's own validation prompts (its `validation` option). A file (prompt_selection.validation_file)
-    must be a readable corpus file whose rows all pass the corpus checks and hold at least `validation_size` prompts;
-    a benchmark (prompt_selection.benchmark_split) must be one of the study's, with test items left after
-    `validation_size` are drawn. Either way no validation prompt may be a test item (the same prompt after the
-    decontamination's normalisation, or the same id) of the study's benchmarks whose items a dry run can build; a
-    benchmark's drawn items are its own test score's no longer, and are checked against the other benchmarks."""
-    import pandas as pd
-
-    from dataflex_rl.prompt_selection.benchmark_split import validation_positions
-    from dataflex_rl.prompt_selection.validation_file import overlaps_with_tests, read_validation_file
-
+    """A prompt selection's own validation prompts (its `validation` option): a file (`_validation_file_errors`) or a
+    benchmark (`_validation_benchmark_errors`). Either way no validation prompt may be a test item (the same prompt
+    after the decontamination's normalisation, or the same id) of the study's benchmarks whose items a dry run can
+    build."""
     sources = {name: spec for name, spec in study.methods.items() if spec.validation_input()}
     if not sources or study.records_file:
         return []
     tests = _readable_test_items(study, workdir)
     errors = []
     for name, spec in sources.items():
-        key = f"methods.{name}.params.validation"
-        size = spec.resolved_params()["validation_size"]
-        if benchmark := spec.validation_benchmark():
-            if benchmark not in study.benchmarks.names:
-                errors.append(f"{key}.benchmark: {benchmark!r} is not one of the study's benchmarks.names "
-                              f"{list(study.benchmarks.names)}; name one of them (its drawn items are held out of its "
-                              "test score)")
-                continue
-            if size >= study.benchmarks.items:
-                errors.append(f"methods.{name}.params.validation_size: {size} validation items of benchmark "
-                              f"{benchmark!r} leave none of its at most {study.benchmarks.items} items "
-                              f"(benchmarks.items) to test; lower it below {study.benchmarks.items}")
-                continue
-            if benchmark in tests:
-                items = tests[benchmark]
-                draw = [(size, spec.resolved_params()["validation_seed"])]
-                drawn = items.iloc[sorted(validation_positions(benchmark, len(items), draw))]
-                others = [frame for other, frame in tests.items() if other != benchmark]
-                overlaps = overlaps_with_tests(drawn, pd.concat(others, ignore_index=True)) if others else []
-                errors += _overlap_error(key, overlaps, f"validation item(s) drawn from benchmark {benchmark!r}",
-                                         "use another validation benchmark or seed")
-            continue
-        entry = spec.validation_file()
-        if problem := _file_problem(workdir / entry["path"]):
-            errors.append(f"{key}.path: {entry['path']!r} {problem}; put the validation file there or fix the path")
-            continue
-        try:
-            rows = read_validation_file(entry, workdir)
-        except ValueError as error:
-            errors.append(f"{key}: {error}")
-            continue
-        if size > len(rows):
-            errors.append(f"methods.{name}.params.validation_size: {size} exceeds the {len(rows)} prompts of "
-                          f"validation file {entry['path']}; lower it to at most {len(rows)} ({len(rows)}: all of "
-                          "the file, as the released loop scores against)")
-        overlaps = overlaps_with_tests(rows, pd.concat(list(tests.values()), ignore_index=True)) if tests else []
-        errors += _overlap_error(key, overlaps, f"prompt(s) of validation file {entry['path']}",
-                                 "remove them from the file")
+        check = _validation_benchmark_errors if spec.validation_benchmark() else _validation_file_errors
+        errors += check(study, name, spec, tests, workdir)
     return errors
+
+
+def _validation_benchmark_errors(study: Study, name: str, spec: MethodSpec, tests: dict, workdir: Path) -> list[str]:
+    """A validation benchmark (prompt_selection.benchmark_split) must be one of the study's, with test items left after
+    `validation_size` are drawn; its drawn items are its own test score's no longer, and are checked against the
+    other benchmarks' items."""
+    import pandas as pd
+
+    from dataflex_rl.prompt_selection.benchmark_split import validation_positions
+    from dataflex_rl.prompt_selection.validation_file import overlaps_with_tests
+
+    key, benchmark, params = f"methods.{name}.params.validation", spec.validation_benchmark(), spec.resolved_params()
+    size, cap = params["validation_size"], study.benchmarks.items
+    if benchmark not in study.benchmarks.names:
+        return [f"{key}.benchmark: {benchmark!r} is not one of the study's benchmarks.names "
+                f"{list(study.benchmarks.names)}; name one of them (its drawn items are held out of its test score)"]
+    if size >= cap:
+        return [f"methods.{name}.params.validation_size: {size} validation items of benchmark {benchmark!r} leave "
+                f"none of its at most {cap} items (benchmarks.items) to test; lower it below {cap}"]
+    others = [frame for other, frame in tests.items() if other != benchmark]
+    if benchmark not in tests or not others:
+        return []
+    items = tests[benchmark]
+    drawn = items.iloc[sorted(validation_positions(benchmark, len(items), [(size, params["validation_seed"])]))]
+    return _overlap_error(key, overlaps_with_tests(drawn, pd.concat(others, ignore_index=True)),
+                          f"validation item(s) drawn from benchmark {benchmark!r}",
+                          "use another validation benchmark or seed")
+
+
+def _validation_file_errors(study: Study, name: str, spec: MethodSpec, tests: dict, workdir: Path) -> list[str]:
+    """A validation file (prompt_selection.validation_file) must be a readable corpus file whose rows all pass the
+    corpus checks and hold at least `validation_size` prompts, none of them a test item."""
+    import pandas as pd
+
+    from dataflex_rl.prompt_selection.validation_file import overlaps_with_tests, read_validation_file
+
+    key, entry = f"methods.{name}.params.validation", spec.validation_file()
+    size = spec.resolved_params()["validation_size"]
+    if problem := _file_problem(workdir / entry["path"]):
+        return [f"{key}.path: {entry['path']!r} {problem}; put the validation file there or fix the path"]
+    try:
+        rows = read_validation_file(entry, workdir)
+    except ValueError as error:
+        return [f"{key}: {error}"]
+    errors = []
+    if size > len(rows):
+        errors.append(f"methods.{name}.params.validation_size: {size} exceeds the {len(rows)} prompts of validation "
+                      f"file {entry['path']}; lower it to at most {len(rows)} ({len(rows)}: all of the file, as the "
+                      "released loop scores against)")
+    overlaps = overlaps_with_tests(rows, pd.concat(list(tests.values()), ignore_index=True)) if tests else []
+    return errors + _overlap_error(key, overlaps, f"prompt(s) of validation file {entry['path']}",
+                                   "remove them from the file")
 
 
 def model_errors(study: Study, workdir: Path) -> list[str]:
