@@ -128,3 +128,36 @@ def test_mismatched_inputs_are_refused(model):
         group_gradients(model, _groups(count=3), REWARDS)
     with pytest.raises(ValueError, match="micro_batch must be"):
         group_gradients(model, _groups(), REWARDS, micro_batch=0)
+
+
+def test_groups_are_dealt_round_robin_and_empty_shares_left_out():
+    from dataflex_rl.backends.verl.probe_shards import shares
+
+    assert shares(5, 2) == [[0, 2, 4], [1, 3]]
+    assert shares(2, 3) == [[0], [1]]
+    assert shares(0, 4) == []
+
+
+@pytest.mark.parametrize("devices", [("cpu",), ("cpu", "cpu"), ("cpu", "cpu", "cpu")])
+def test_the_round_sharded_over_replicas_gives_the_unsharded_reductions(model, devices):
+    """Each replica (a copy of the model per device: two or three on the CPU here, in their own threads) back-propagates
+    its share of the groups; put back together they are the one model's rows, sum and alignment. One device is the
+    unsharded path itself, bit for bit."""
+    from dataflex_rl.backends.verl import probe_shards
+
+    groups, rewards = _groups(seed=4, count=5), torch.cat([REWARDS, torch.tensor([[0.0, 1.0, 1.0]])])
+    direction = torch.randn(ParameterLayout.of(model).size, generator=torch.Generator().manual_seed(5))
+    direction = direction / direction.norm()
+    rows = group_gradients(model, groups, rewards, micro_batch=2)
+    summed = summed_gradient(model, groups, rewards, micro_batch=2)
+    aligned = group_alignment(model, groups, rewards, direction, normalise_candidates=True, micro_batch=2)
+    with probe_shards.replicas(model, devices) as models:
+        assert len(models) == len(devices) and len({id(m) for m in models}) == len(devices)
+        got_rows = probe_shards.group_gradients(models, groups, rewards, micro_batch=2)
+        got_summed = probe_shards.summed_gradient(models, groups, rewards, micro_batch=2)
+        got = probe_shards.group_alignment(models, groups, rewards, direction, normalise_candidates=True,
+                                           micro_batch=2)
+    check = torch.equal if len(devices) == 1 else (lambda a, b: torch.allclose(a, b, atol=1e-7, rtol=1e-5))
+    assert check(got_rows, rows) and check(got_summed, summed)
+    assert check(got.dots, aligned.dots) and check(got.norms, aligned.norms) and check(got.mean, aligned.mean)
+    assert next(model.parameters()).device.type == "cpu"

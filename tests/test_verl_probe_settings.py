@@ -94,8 +94,8 @@ def test_the_summary_names_the_rounds_rollout_and_gradient_settings(tokens):
             and "tensor_parallel_size=<models.<m>.rollout.tensor_parallel_size>" in probe)
     assert (f"vllm.SamplingParams(n=<k_r or k_v>, temperature=<score_temperature, else 0.9>, top_p=1.0, top_k=-1, "
             f"max_tokens={tokens}, seed=<seed, stream>") in probe
-    assert ("dtype=bfloat16) on one of the 8 GPUs (cuda), models.<m>.probe.micro_batch responses per backward "
-            "(default 1)") in probe
+    assert ("dtype=bfloat16), a replica on each of the 8 GPUs (the groups dealt round-robin), "
+            "models.<m>.probe.micro_batch responses per backward (default 1)") in probe
     # a study without a prompt selection shows no round
     assert not any(line.startswith("selection round") for line in get_backend("verl").job_commands(
         GRPOSettings(), EvaluationSettings(), {"train": {"gpu": 8}}))

@@ -263,8 +263,9 @@ class VerlBackend:
         return (f"selection round (before each verl segment of steps_per_round steps, in the train job, on its {gpus} "
                 f"GPUs): python -m dataflex_rl.backends.verl.round_job <state>/round_<r>.spec.json — rollouts "
                 f"vllm.LLM({_arguments(engine)}), vllm.SamplingParams({_arguments(sampling)}); gradients: "
-                f"transformers AutoModelForCausalLM (<round weights>, dtype=bfloat16) on one of the {gpus} GPUs "
-                f"(cuda), models.<m>.probe.micro_batch responses per backward (default {ProbeSettings().micro_batch})")
+                f"transformers AutoModelForCausalLM (<round weights>, dtype=bfloat16), a replica on each of the "
+                f"{gpus} GPUs (the groups dealt round-robin), models.<m>.probe.micro_batch responses per backward "
+                f"(default {ProbeSettings().micro_batch})")
 
     def job_resources(self, rule: str) -> dict[str, Any]:
         return dict(JOB_RESOURCES.get(rule, {}))

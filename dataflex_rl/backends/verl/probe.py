@@ -8,8 +8,9 @@ LM, rollouts from a sampler with the training rollout's settings, rewards from t
   special tokens and rewarded by `reward.compute_score`, as verl's reward manager does (verl:
   experimental/reward_loop/reward_manager/naive.py:55). A validation stream (`noisy` False) gets the verifier's
   reward whatever the row's noise mark.
-- Gradients: probe_gradients on the model, moved to `device` for the backward passes after the sampler has released
-  the GPU, and back to the CPU afterwards.
+- Gradients: probe_gradients on the model, on each of `devices` (the train job's GPUs: probe_shards deals the groups
+  to one replica per device) for the backward passes after the sampler has released the GPUs, and back on the CPU
+  afterwards.
 - Adam's second moment: none. The optimiser state lives in the FSDP shards of verl's checkpoint; `precondition: adam`
   is refused at dry run and by the round runner on this backend (selection_rounds.check_selection_options).
 """
@@ -22,7 +23,7 @@ from typing import Any, Protocol, Sequence
 import torch
 from torch import Tensor
 
-from dataflex_rl.backends.verl import probe_gradients
+from dataflex_rl.backends.verl import probe_shards
 from dataflex_rl.backends.verl.probe_gradients import GroupTokens
 from dataflex_rl.backends.verl.reward import compute_score
 from dataflex_rl.prompt_selection.gradients import ParameterLayout
@@ -52,15 +53,16 @@ def render_prompt_ids(tokenizer, messages: Sequence[Any]) -> list[int]:
 class RoundBoundary:
     """The run at a round boundary: the current weights as an HF causal LM (`model`, on the CPU between gradient
     passes), its tokenizer, the rollout sampler, the corpus rows in verl's parquet schema (dataset.py: `prompt`,
-    `data_source`, `reward_model`, `extra_info`), the run's seed (its rollout streams and reward noise), the device
-    of the backward passes and the responses per backward (`micro_batch`)."""
+    `data_source`, `reward_model`, `extra_info`), the run's seed (its rollout streams and reward noise), the devices
+    of the backward passes (one replica of the model each: probe_shards) and the responses per backward
+    (`micro_batch`)."""
 
     model: torch.nn.Module
     tokenizer: Any
     sampler: Sampler
     rows: Sequence[dict]
     seed: int
-    device: str = "cpu"
+    devices: tuple[str, ...] = ("cpu",)
     micro_batch: int = 1
     prompt_ids: dict[int, list[int]] = field(default_factory=dict)
 
@@ -93,34 +95,31 @@ class VerlProbe:
         return ProbeRollouts(rewards.reshape(len(rows), samples), tokens)
 
     @contextmanager
-    def _on_device(self):
+    def _on_devices(self):
         b = self.boundary
         b.sampler.release()
-        b.model.to(b.device)
-        try:
-            yield
-        finally:
-            b.model.to("cpu")
+        with probe_shards.replicas(b.model, b.devices) as models:
+            yield models
 
     def _options(self) -> dict[str, Any]:
         return {"micro_batch": self.boundary.micro_batch, "pad_id": self.boundary.tokenizer.pad_token_id or 0}
 
     def group_gradients(self, rollouts: ProbeRollouts, aggregation: str) -> Tensor:
-        with self._on_device():
-            return probe_gradients.group_gradients(self.boundary.model, rollouts.tokens, rollouts.rewards,
-                                                   aggregation=aggregation, **self._options())
+        with self._on_devices() as models:
+            return probe_shards.group_gradients(models, rollouts.tokens, rollouts.rewards, aggregation=aggregation,
+                                                **self._options())
 
     def summed_gradient(self, rollouts: ProbeRollouts, aggregation: str) -> Tensor:
-        with self._on_device():
-            return probe_gradients.summed_gradient(self.boundary.model, rollouts.tokens, rollouts.rewards,
-                                                   aggregation=aggregation, **self._options())
+        with self._on_devices() as models:
+            return probe_shards.summed_gradient(models, rollouts.tokens, rollouts.rewards, aggregation=aggregation,
+                                                **self._options())
 
     def group_alignment(self, rollouts: ProbeRollouts, aggregation: str, direction: Tensor,
                         normalise: bool) -> Alignment:
-        with self._on_device():
-            return probe_gradients.group_alignment(self.boundary.model, rollouts.tokens, rollouts.rewards, direction,
-                                                   normalise_candidates=normalise, aggregation=aggregation,
-                                                   **self._options())
+        with self._on_devices() as models:
+            return probe_shards.group_alignment(models, rollouts.tokens, rollouts.rewards, direction,
+                                                normalise_candidates=normalise, aggregation=aggregation,
+                                                **self._options())
 
     def module_slices(self) -> ParameterLayout:
         return self.layout

@@ -1,13 +1,14 @@
 """A verl model's probe settings (`models.<m>.probe`) and what a selection round asks of the train job's machine;
 torch-free (the dry run reads it).
 
-The round's backward passes run on one of the job's GPUs (probe.py): the HF model's weights and one group's gradient
-in the model's dtype (bf16: 2 + 2 bytes a parameter), and, in fp32, the unit validation gradient and the chunk's mean
-scored gradient that the streamed score accumulates (4 + 4): 12 bytes a parameter, ~98 GB for an 8.2B model, before
-the activations of `micro_batch` responses. On the host: the model between backward passes (2), vLLM's weights while
-it sleeps (2) and the validation gradient (4), 8 bytes a parameter. The options that need whole per-group
-gradients at once hold them on the host besides, fp32: a projection the M candidates', normalised validation groups
-the |P_v| groups' (33 GB a group at 8B parameters, which only a small model can afford); the dry run counts them.
+The round's backward passes run on each of the job's GPUs (probe_shards.py): a replica's weights and one group's
+gradient in the model's dtype (bf16: 2 + 2 bytes a parameter), and, in fp32, the unit validation gradient and the
+share's mean scored gradient that the streamed score accumulates (4 + 4): 12 bytes a parameter, ~98 GB for an 8.2B
+model, before the activations of `micro_batch` responses. On the host: the model between backward passes (2),
+vLLM's weights while it sleeps (2) and the validation gradient (4), 8 bytes a parameter. The options that need whole
+per-group gradients at once hold them on the host besides, fp32: a projection the M candidates', normalised
+validation groups the |P_v| groups' (33 GB a group at 8B parameters, which only a small model can afford); the dry
+run counts them.
 """
 from __future__ import annotations
 

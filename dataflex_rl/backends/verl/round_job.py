@@ -44,8 +44,8 @@ class RoundSpec:
 
 
 def open_round_boundary(spec: RoundSpec, job: VerlRunJob):
-    """The round boundary on a GPU node: the weights as a bf16 HF causal LM (on the CPU until a backward pass), vLLM
-    with the training rollout's settings, the corpus rows."""
+    """The round boundary on a GPU node: the weights as a bf16 HF causal LM (on the CPU until a backward pass, then a
+    replica on each of the job's GPUs), vLLM with the training rollout's settings, the corpus rows."""
     import pandas as pd
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -59,7 +59,8 @@ def open_round_boundary(spec: RoundSpec, job: VerlRunJob):
                           stop_token_ids=stop_token_ids(tokenizer), rollout=spec.rollout, seed=job.seed)
     model = AutoModelForCausalLM.from_pretrained(spec.weights, dtype=torch.bfloat16)
     rows = pd.read_parquet(job.train_file).to_dict("records")
-    return RoundBoundary(model, tokenizer, sampler, rows, job.seed, device="cuda", micro_batch=spec.probe.micro_batch)
+    devices = tuple(f"cuda:{i}" for i in range(torch.cuda.device_count())) or ("cuda",)
+    return RoundBoundary(model, tokenizer, sampler, rows, job.seed, devices=devices, micro_batch=spec.probe.micro_batch)
 
 
 def run_round_process(spec: RoundSpec, spec_file: Path) -> None:

@@ -1,0 +1,101 @@
+"""A selection round's backward passes over every GPU of the train job: the groups are dealt round-robin to one
+replica of the round's weights per device, each replica runs probe_gradients on its share in its own thread (CUDA
+kernels release the GIL, and autograd runs each device's backward on that device's own thread), and the shares'
+reductions are put back together in the groups' order. Each GPU holds what the one GPU of an unsharded round holds
+(probe_settings: its replica, one group's gradient, the unit direction and its share of the mean), so a round takes
+about 1/G of the time on G GPUs. With one device nothing is copied or threaded: the reductions are probe_gradients'
+own, bit for bit.
+"""
+from __future__ import annotations
+
+import copy
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Callable, Iterator, Sequence, TypeVar
+
+import torch
+from torch import Tensor
+
+from dataflex_rl.backends.verl import probe_gradients
+from dataflex_rl.backends.verl.probe_gradients import GroupTokens
+from dataflex_rl.prompt_selection.gradients import ParameterLayout
+from dataflex_rl.prompt_selection.scores import Alignment
+
+Result = TypeVar("Result")
+
+
+@contextmanager
+def replicas(model: torch.nn.Module, devices: Sequence[str]) -> Iterator[list[torch.nn.Module]]:
+    """`model` (on the CPU between passes) moved to the first device, and a copy of it on each other device, copied
+    there from the first one at a time: the first GPU briefly holds two replicas (4 bytes a parameter, below the 12 of
+    the backward passes that follow: probe_settings) and the host none. Afterwards the copies are dropped and `model`
+    is back on the CPU."""
+    copies = []
+    try:
+        first = model.to(devices[0])
+        for device in devices[1:]:
+            copies.append(copy.deepcopy(first).to(device))
+        yield [first, *copies]
+    finally:
+        copies.clear()
+        model.to("cpu")
+
+
+def shares(count: int, parts: int) -> list[list[int]]:
+    """The groups 0 … count − 1 dealt round-robin to `parts` replicas (groups of a chunk come in no order of
+    length, so each share gets about 1/G of the tokens); empty shares are left out."""
+    return [rows for start in range(parts) if (rows := list(range(start, count, parts)))]
+
+
+def _each_share(models: Sequence[torch.nn.Module], count: int,
+                compute: Callable[[torch.nn.Module, list[int]], Result]) -> list[tuple[list[int], Result]]:
+    """`compute(model, rows)` for each replica's share, in parallel threads where there are several."""
+    dealt = shares(count, len(models))
+    if len(dealt) <= 1:
+        return [(rows, compute(models[0], rows)) for rows in dealt]
+    with ThreadPoolExecutor(max_workers=len(dealt)) as pool:
+        return list(zip(dealt, pool.map(compute, models[:len(dealt)], dealt)))
+
+
+def _pick(groups: Sequence[GroupTokens], rewards: Tensor, rows: list[int]) -> tuple[list[GroupTokens], Tensor]:
+    return [groups[r] for r in rows], rewards[rows]
+
+
+def group_gradients(models: Sequence[torch.nn.Module], groups: Sequence[GroupTokens], rewards: Tensor,
+                    **options) -> Tensor:
+    """probe_gradients.group_gradients over the replicas: [N, P] fp32 rows on the CPU, in the groups' order."""
+    if len(models) == 1:
+        return probe_gradients.group_gradients(models[0], groups, rewards, **options)
+    rows = torch.zeros(len(groups), ParameterLayout.of(models[0]).size, dtype=torch.float32)
+    for share, part in _each_share(models, len(groups), lambda model, share: probe_gradients.group_gradients(
+            model, *_pick(groups, rewards, share), **options)):
+        rows[share] = part
+    return rows
+
+
+def summed_gradient(models: Sequence[torch.nn.Module], groups: Sequence[GroupTokens], rewards: Tensor,
+                    **options) -> Tensor:
+    """probe_gradients.summed_gradient over the replicas: the sum of the shares' summed gradients, [P] fp32."""
+    if len(models) == 1:
+        return probe_gradients.summed_gradient(models[0], groups, rewards, **options)
+    total = torch.zeros(ParameterLayout.of(models[0]).size, dtype=torch.float32)
+    for _, part in _each_share(models, len(groups), lambda model, share: probe_gradients.summed_gradient(
+            model, *_pick(groups, rewards, share), **options)):
+        total += part
+    return total
+
+
+def group_alignment(models: Sequence[torch.nn.Module], groups: Sequence[GroupTokens], rewards: Tensor,
+                    direction: Tensor, **options) -> Alignment:
+    """probe_gradients.group_alignment over the replicas: each group's g·u and ‖g‖ in the groups' order, and the
+    chunk's mean Σ_g w_g·g with w_g = 1/N (a share's own mean divides by its own count, so it is reweighted by
+    count / N)."""
+    if len(models) == 1:
+        return probe_gradients.group_alignment(models[0], groups, rewards, direction, **options)
+    dots, norms = torch.zeros(len(groups)), torch.zeros(len(groups))
+    mean = torch.zeros(direction.shape[0], dtype=torch.float32)
+    for share, part in _each_share(models, len(groups), lambda model, share: probe_gradients.group_alignment(
+            model, *_pick(groups, rewards, share), direction, **options)):
+        dots[share], norms[share] = part.dots, part.norms
+        mean += part.mean * (len(share) / len(groups))
+    return Alignment(dots, norms, mean)
