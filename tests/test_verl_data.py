@@ -49,6 +49,18 @@ def corpus_files(tmp_path_factory):
     return corpus, rows, pd.read_parquet(root / "train.parquet")
 
 
+def test_rows_after_the_corpus_are_numbered_from_its_end(corpus_files):
+    """A prompt selection's own validation rows follow the corpus's in verl's schema (launch.train_verl_run)."""
+    from dataflex_rl.backends.verl.dataset import verl_frame
+
+    corpus, rows, exported = corpus_files
+    following = verl_frame(corpus.head(3), PAPER_TEMPLATE, start=rows)
+    assert [info["row"] for info in following["extra_info"]] == [rows, rows + 1, rows + 2]
+    assert [info["row"] for info in exported["extra_info"]] == list(range(rows))
+    assert ([list(p)[0]["content"] for p in following["prompt"]]
+            == [list(p)[0]["content"] for p in exported["prompt"].head(3)])
+
+
 def _gold(item: dict) -> str:
     """The right answer, worked out from the item's own data rather than read from its `answer`."""
     metadata = json.loads(item["metadata"])

@@ -101,13 +101,12 @@ def test_the_summary_names_the_rounds_rollout_and_gradient_settings(tokens):
         GRPOSettings(), EvaluationSettings(), {"train": {"gpu": 8}}))
 
 
-def test_a_validation_file_or_benchmark_is_refused_on_verl_and_corpus_rows_are_not():
+def test_adam_preconditioning_is_refused_on_verl_and_every_validation_source_is_not():
     from dataflex_rl.backends.verl.probe_settings import check_selection_options
     from dataflex_rl.policies.catalogue import Family
     from dataflex_rl.policies.methods import MethodSpec
 
-    for source in ({"path": "clean.jsonl"}, {"benchmark": "gcd"}):
-        own = MethodSpec("gradalign", "gradalign", {"validation": source}, Family.prompt_selection)
-        assert [error.split(":")[0] for error in check_selection_options(own)] == ["params.validation"]
-    on_corpus = MethodSpec("gradalign", "gradalign", {}, Family.prompt_selection)
-    assert check_selection_options(on_corpus) == []
+    for params in ({}, {"validation": {"path": "clean.jsonl"}}, {"validation": {"benchmark": "gcd"}}):
+        assert check_selection_options(MethodSpec("gradalign", "gradalign", params, Family.prompt_selection)) == []
+    adam = MethodSpec("gradalign", "gradalign", {"precondition": "adam"}, Family.prompt_selection)
+    assert [error.split(":")[0] for error in check_selection_options(adam)] == ["params.precondition"]

@@ -21,7 +21,7 @@ from dataflex_rl.backends.verl.job import VerlRunJob  # noqa: E402
 from dataflex_rl.backends.verl.launch import LoggedStep, VERL_METRICS, metrics_frame  # noqa: E402
 from dataflex_rl.backends.verl.probe import RoundBoundary, VerlProbe  # noqa: E402
 from dataflex_rl.backends.verl.selection_rounds import (ROUNDS_FOLDER, policy_driver, read_round,  # noqa: E402
-                                                        round_file, run_round, run_segments, write_round)
+                                                        round_file, run_round, run_rows, run_segments, write_round)
 from dataflex_rl.backends.verl.trainer import DataflexTrainer  # noqa: E402
 from dataflex_rl.policies.methods import MethodSpec  # noqa: E402
 from dataflex_rl.policies.catalogue import Family  # noqa: E402
@@ -167,6 +167,43 @@ def test_the_first_round_runs_and_the_trainer_draws_its_kept_rows(tmp_path, word
     if policy == "gradalign":
         assert metrics["round_seconds_candidate_backward"] > 0 and metrics["round_seconds_validation"] > 0
         assert json.loads(metrics["round_top_modules"])
+
+
+def test_a_validation_file_gives_the_rounds_validation_prompts_after_the_corpus_rows(tmp_path, word_model,
+                                                                                      monkeypatch):
+    """A prompt selection's own validation rows (the train job writes them in verl's schema, numbered after the
+    corpus's: launch.train_verl_run) are what the round rolls out as its validation prompts; nothing of the corpus is
+    held out, and the kept rows are corpus rows."""
+    train_file = _corpus(tmp_path / "train.parquet")
+    clean = pd.read_parquet(train_file).head(6)
+    clean.assign(extra_info=[{**info, "row": ROWS + i, "noise_p": None} for i, info in enumerate(clean["extra_info"])]
+                 ).to_parquet(tmp_path / "validation.parquet")
+    method = MethodSpec("gradalign", "gradalign", {**OPTIONS, "validation": {"path": "val.jsonl"}, "validation_size": 5},
+                        Family.prompt_selection)
+    job = VerlRunJob(method, 7, str(train_file), ROLLOUTS, None, str(tmp_path / "rounds"), (),
+                     str(tmp_path / "validation.parquet"))
+    driver = policy_driver(job)
+    assert list(driver.selector.pool) == list(range(ROWS))
+    assert sorted(driver.selector.validation) == sorted(validation_rows(range(ROWS, ROWS + 6), 5, 0))
+    rolled = {}
+    rollouts = VerlProbe.rollouts
+
+    def recording(probe, rows, samples, stream, noisy):
+        rolled[stream.split(":")[0]] = list(rows)
+        return rollouts(probe, rows, samples, stream, noisy)
+
+    monkeypatch.setattr(VerlProbe, "rollouts", recording)
+    model = AutoModelForCausalLM.from_pretrained(word_model).float()
+    from transformers import AutoTokenizer
+
+    boundary = RoundBoundary(model, AutoTokenizer.from_pretrained(word_model), GenerateSampler(model, 2),
+                             run_rows(job)[0].to_dict("records"), job.seed, micro_batch=3)
+    training = GRPOSettings(steps=2, prompts_per_step=PROMPTS, rollouts=ROLLOUTS, max_new_tokens=2)
+    result = run_round(job, training, 0, boundary)
+    assert sorted(rolled["validation"]) == sorted(driver.selector.validation)
+    assert all(row < ROWS for row in result["selection"]["round"]["kept"] + rolled["candidates"])
+    assert result["metrics"]["round_validation_size"] == 5
+    assert 0 <= result["metrics"]["round_validation_pass_rate"] <= 1
 
 
 def test_the_round_metrics_go_on_the_rounds_first_step_with_its_selection_seconds():

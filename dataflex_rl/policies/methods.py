@@ -54,6 +54,18 @@ class MethodSpec:
         benchmark = self.validation_benchmark()
         return benchmark_items(benchmark) if benchmark else None
 
+    def validation_rows(self) -> list[dict]:
+        """A prompt selection's own validation prompts as corpus rows, in their file's order: its `validation` file's
+        rows, or its validation benchmark's items; [] where it draws them from the corpus (or selects no prompts).
+        A backend puts them after the corpus's rows, where the selector draws its validation prompts from."""
+        from dataflex_rl.prompt_selection.validation_file import read_benchmark_items, read_validation_file
+
+        if entry := self.validation_file():
+            return read_validation_file(entry).to_dict("records")
+        if self.validation_benchmark():
+            return read_benchmark_items(self.validation_input()).to_dict("records")
+        return []
+
     def validation_from_corpus(self) -> bool:
         """Whether this is a prompt selection drawing its validation prompts from the training corpus (no `validation`
         source of its own): the study then holds those rows out of every run on that corpus."""

@@ -42,7 +42,6 @@ from dataflex_rl.backends.embedded.sequences import (continuation_logprobs, enco
                                                      response_logprobs)
 from dataflex_rl.policies.driver import PolicyDriver
 from dataflex_rl.prompt_selection.selector import RowLabels
-from dataflex_rl.prompt_selection.validation_file import read_benchmark_items, read_validation_file
 from dataflex_rl.regimes.low_utility import is_easy
 from dataflex_rl.regimes.noisy_rewards import noisy_reward_p
 from dataflex_rl.policies.methods import MethodSpec
@@ -65,16 +64,6 @@ def _batch_health(rewards: torch.Tensor, token_mask: torch.Tensor) -> dict[str, 
     }
 
 
-def own_validation_rows(method: MethodSpec) -> list[dict]:
-    """A prompt selection's own validation prompts as corpus rows, in their file's order: its `validation` file's rows,
-    or its validation benchmark's items; [] where it draws them from the corpus (or selects no prompts)."""
-    if entry := method.validation_file():
-        return read_validation_file(entry).to_dict("records")
-    if method.validation_benchmark():
-        return read_benchmark_items(method.validation_input()).to_dict("records")
-    return []
-
-
 class EmbeddedGRPOTrainer:
     def __init__(self, base_dir: str | Path, corpus: pd.DataFrame, method: MethodSpec, seed: int,
                  settings: GRPOSettings, template: str, target_domain: str | None = None,
@@ -88,7 +77,7 @@ class EmbeddedGRPOTrainer:
         self.reference = copy.deepcopy(self.model).requires_grad_(False)
         # a prompt selection's own validation prompts (a file, or a benchmark's items): they follow the corpus's
         # rows, and are never trained on
-        validation = own_validation_rows(method)
+        validation = method.validation_rows()
         self.items = corpus.to_dict("records") + validation
         self.noise_p = [noisy_reward_p(item) for item in self.items[:len(corpus)]] + [None] * len(validation)
         self.prompt_tokens = encode_prompts(tokenizer=self.tokenizer,

@@ -33,9 +33,11 @@ def verl_row(index: int, item: Mapping[str, Any], template: str) -> dict[str, An
     }
 
 
-def verl_frame(corpus: pd.DataFrame, template: str) -> pd.DataFrame:
-    return pd.DataFrame([verl_row(index, item, template) for index, item in enumerate(corpus.to_dict("records"))],
-                        columns=list(VERL_COLUMNS))
+def verl_frame(corpus: pd.DataFrame, template: str, start: int = 0) -> pd.DataFrame:
+    """The rows in verl's schema, numbered from `start` (a prompt selection's own validation rows follow the
+    corpus's)."""
+    return pd.DataFrame([verl_row(start + index, item, template)
+                         for index, item in enumerate(corpus.to_dict("records"))], columns=list(VERL_COLUMNS))
 
 
 def write_verl_corpus(corpus_path, out_path, template: str) -> int:

@@ -25,8 +25,9 @@ class VerlRunJob:
     training corpus in verl's parquet schema (dataflex_rl.backends.verl.dataset; its row order is the corpus's,
     which the policy driver's row indices refer to), the rollouts per prompt (verl's `rollout.n`), the domain a
     prompt selection validates on (None: any), where a prompt selection's round files are (selection_rounds.py;
-    None for other methods), and the study's validation draws on this corpus (Study.validation_draws), held out of
-    this run's prompts whatever its method."""
+    None for other methods), the study's validation draws on this corpus (Study.validation_draws), held out of
+    this run's prompts whatever its method, and a prompt selection's own validation rows in verl's schema (its
+    `validation` file's or benchmark's; None: drawn from the corpus), numbered after the corpus rows."""
 
     method: MethodSpec
     seed: int
@@ -35,6 +36,7 @@ class VerlRunJob:
     target_domain: str | None = None
     rounds_dir: str | None = None
     validation_draws: tuple[tuple[int, int], ...] = ()
+    validation_file: str | None = None
 
     def write(self, path: str | Path) -> Path:
         with atomic_path(path) as tmp:

@@ -20,7 +20,7 @@ import pandas as pd
 
 from dataflex_rl.artefacts.atomic import atomic_directory, remove_partial_writes, write_parquet
 from dataflex_rl.backends.verl.checkpoints import remove_superseded_checkpoints
-from dataflex_rl.backends.verl.dataset import write_verl_corpus
+from dataflex_rl.backends.verl.dataset import verl_frame, write_verl_corpus
 from dataflex_rl.backends.verl.job import VerlRunJob
 from dataflex_rl.backends.verl.overrides import (DEFAULT_PROMPT_TOKENS, RunFiles, attention_implementation, run_overrides,
                                                  verl_command)
@@ -183,11 +183,14 @@ def train_verl_run(model_path: str, *, corpus, method: MethodSpec, seed: int, tr
     input). Returns the run's runtime facts: the attention kernel (flash-attn or sdpa, whichever was importable)."""
     state_dir.mkdir(parents=True, exist_ok=True)
     files = RunFiles.in_state(state_dir)
-    check_prompts_per_step(write_verl_corpus(corpus, files.train_file, template), training.prompts_per_step,
-                           str(corpus))
+    corpus_rows = write_verl_corpus(corpus, files.train_file, template)
+    check_prompts_per_step(corpus_rows, training.prompts_per_step, str(corpus))
     rounds_dir = str(state_dir / ROUNDS_FOLDER) if method.family.needs_probe else None
+    validation = method.validation_rows()  # a prompt selection's own validation prompts, after the corpus rows
+    if validation:
+        write_parquet(files.validation_file, verl_frame(pd.DataFrame(validation), template, start=corpus_rows))
     job = VerlRunJob(method, seed, str(files.train_file), training.rollouts, target_domain, rounds_dir,
-                     validation_draws)
+                     validation_draws, str(files.validation_file) if validation else None)
     job.write(files.job_file)
     attention = attention_implementation()
     final = final_actor_dir(files.checkpoint_dir, training.steps)

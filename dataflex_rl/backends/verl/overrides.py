@@ -45,6 +45,11 @@ class RunFiles:
                    checkpoint_dir=state_dir / "checkpoints")
 
     @property
+    def validation_file(self) -> Path:
+        """A prompt selection's own validation prompts in verl's schema (dataset.py), numbered after the corpus rows."""
+        return self.job_file.parent / "validation.parquet"
+
+    @property
     def generation_config_dir(self) -> Path:
         """The rollouts' generation config (its stop tokens), written by the train job beside the job file."""
         return self.job_file.parent / "generation_config"

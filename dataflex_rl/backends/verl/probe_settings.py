@@ -66,14 +66,8 @@ def probe_memory_errors(key: str, parameters: int, settings: ProbeSettings, host
 
 def check_selection_options(method: MethodSpec) -> list[str]:
     """What of a prompt-selection method's options the verl backend cannot run, each saying why."""
-    errors = []
     if method.params.get("precondition") == "adam":
-        errors.append("params.precondition: 'adam' divides g_v by Adam's second moment, which on the verl backend "
-                      "lives in the FSDP optimiser shards of the run's checkpoint, not in the merged weights the probe "
-                      "scores; the released loop never enabled it — use precondition: none (the default) on verl")
-    if method.validation_input():
-        errors.append("params.validation: a validation file's rows or a benchmark's items are appended to the "
-                      "embedded trainer's corpus, and the verl backend's train file holds the corpus alone — on verl, "
-                      "leave `validation` out (the validation prompts are then drawn from the corpus and held out of "
-                      "every method)")
-    return errors
+        return ["params.precondition: 'adam' divides g_v by Adam's second moment, which on the verl backend lives in "
+                "the FSDP optimiser shards of the run's checkpoint, not in the merged weights the probe scores; the "
+                "released loop never enabled it — use precondition: none (the default) on verl"]
+    return []

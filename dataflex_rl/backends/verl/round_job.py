@@ -46,19 +46,19 @@ class RoundSpec:
 def open_round_boundary(spec: RoundSpec, job: VerlRunJob):
     """The round boundary on a GPU node: the weights as a bf16 HF causal LM (on the CPU until a backward pass, then a
     replica on each of the job's GPUs), vLLM with the training rollout's settings, the corpus rows."""
-    import pandas as pd
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from dataflex_rl.backends.verl.probe import RoundBoundary
     from dataflex_rl.backends.verl.probe_rollouts import VllmSampler
+    from dataflex_rl.backends.verl.selection_rounds import run_rows
     from dataflex_rl.corpus.turn_end import stop_token_ids
 
     tokenizer = AutoTokenizer.from_pretrained(spec.weights)
     sampler = VllmSampler(spec.weights, max_new_tokens=spec.training.max_new_tokens, prompt_tokens=spec.prompt_tokens,
                           stop_token_ids=stop_token_ids(tokenizer), rollout=spec.rollout, seed=job.seed)
     model = AutoModelForCausalLM.from_pretrained(spec.weights, dtype=torch.bfloat16)
-    rows = pd.read_parquet(job.train_file).to_dict("records")
+    rows = run_rows(job)[0].to_dict("records")
     devices = tuple(f"cuda:{i}" for i in range(torch.cuda.device_count())) or ("cuda",)
     return RoundBoundary(model, tokenizer, sampler, rows, job.seed, devices=devices, micro_batch=spec.probe.micro_batch)
 

@@ -59,11 +59,22 @@ def row_labels(frame: pd.DataFrame, target_domain: str | None) -> RowLabels:
                      [is_easy({"metadata": info["metadata"]}) for info in infos], target_domain)
 
 
+def run_rows(job: VerlRunJob, columns: list[str] | None = None) -> tuple[pd.DataFrame, int]:
+    """The rows a run's rounds see, in verl's schema: its train file's, then its own validation rows where its prompt
+    selection has them (job.validation_file); and how many are the corpus's."""
+    corpus = pd.read_parquet(job.train_file, columns=columns)
+    if not job.validation_file:
+        return corpus, len(corpus)
+    validation = pd.read_parquet(job.validation_file, columns=columns)
+    return pd.concat([corpus, validation], ignore_index=True), len(corpus)
+
+
 def policy_driver(job: VerlRunJob) -> PolicyDriver:
-    """The run's policy driver, over the rows of its train file, with the round metrics' labels."""
-    frame = pd.read_parquet(job.train_file, columns=["domain", "extra_info"])
-    return PolicyDriver(job.method, list(frame["domain"]), job.seed, row_labels(frame, job.target_domain),
-                        job.validation_draws)
+    """The run's policy driver over the rows of its train file (and, after them, its own validation rows, from which
+    the selector draws its validation prompts, as on the embedded backend), with the round metrics' labels."""
+    frame, corpus_rows = run_rows(job, ["domain", "extra_info"])
+    return PolicyDriver(job.method, list(frame["domain"][:corpus_rows]), job.seed,
+                        row_labels(frame, job.target_domain), job.validation_draws)
 
 
 def run_round(job: VerlRunJob, training: GRPOSettings, index: int, boundary) -> dict[str, Any]:
