@@ -178,8 +178,8 @@ def test_a_validation_file_gives_the_rounds_validation_prompts_after_the_corpus_
     clean = pd.read_parquet(train_file).head(6)
     clean.assign(extra_info=[{**info, "row": ROWS + i, "noise_p": None} for i, info in enumerate(clean["extra_info"])]
                  ).to_parquet(tmp_path / "validation.parquet")
-    method = MethodSpec("gradalign", "gradalign", {**OPTIONS, "validation": {"path": "val.jsonl"}, "validation_size": 5},
-                        Family.prompt_selection)
+    method = MethodSpec("gradalign", "gradalign",
+                        {**OPTIONS, "validation": {"path": "val.jsonl"}, "validation_size": 5}, Family.prompt_selection)
     job = VerlRunJob(method, 7, str(train_file), ROLLOUTS, None, str(tmp_path / "rounds"), (),
                      str(tmp_path / "validation.parquet"))
     driver = policy_driver(job)
