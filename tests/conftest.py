@@ -24,8 +24,9 @@ def no_slurm_cluster_unless_marked(request):
 
 @pytest.fixture(scope="session")
 def smoke_study(tmp_path_factory):
-    """The smoke study, run once locally: (its folder, the bytes of its CSV tables as the run left them). The tests of
-    tests/test_workflow.py change the folder; the tables are the reference of tests/test_slurm_cluster.py."""
+    """The smoke study, run once locally: (its folder, the bytes of its CSV tables as the run left them). No test
+    changes the folder: a test that builds on the study gets a copy (`smoke_tree`, `smoke_study_copy`). The tables are
+    the reference of tests/test_slurm_cluster.py."""
     root = tmp_path_factory.mktemp("smoke")
     result = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--cores", "2",
                              "--configfile", str(REPO / "config/smoke.yaml"), "--directory", str(root), "--quiet"],
@@ -35,6 +36,20 @@ def smoke_study(tmp_path_factory):
     return root, {path.relative_to(tables).as_posix(): path.read_bytes() for path in sorted(tables.rglob("*.csv"))}
 
 
+def _copy_of_smoke_study(smoke_study, destination: Path) -> Path:
+    """The finished smoke study copied to `destination` as it is, modification times and Snakemake's records
+    included: Snakemake finds every job of the study done there."""
+    subprocess.run(["cp", "-a", str(smoke_study[0]), str(destination)], check=True)
+    return destination
+
+
+@pytest.fixture(scope="session")
+def smoke_tree(smoke_study, tmp_path_factory):
+    """The finished smoke study for the tests of tests/test_workflow.py, which change it, one after the other."""
+    return _copy_of_smoke_study(smoke_study, tmp_path_factory.mktemp("smoke_tree") / "study")
+
+
 @pytest.fixture
-def smoke_tree(smoke_study):
-    return smoke_study[0]
+def smoke_study_copy(smoke_study, tmp_path):
+    """A test's own copy of the finished smoke study, for a study that builds on it."""
+    return _copy_of_smoke_study(smoke_study, tmp_path / "study")

@@ -121,37 +121,40 @@ def test_a_study_checks_every_declared_model_and_knows_the_methods_each_trains()
 
 
 @pytest.mark.slow
-def test_the_campaign_path_runs_end_to_end_on_the_smoke_study(tmp_path):
+def test_the_campaign_path_runs_end_to_end_on_the_smoke_study(smoke_study_copy):
     """The embedded overlay in smoke form (3 vs 6 steps, the smoke model's shape for the second model): every campaign
     rule runs, the 6-step runs continue the 3-step checkpoints, and the long-training and constrained-data tables
-    have rows from the study's own records."""
+    have rows from the study's own records. It runs on a copy of the finished smoke study (tests/conftest.py): the
+    overlay's main campaign is the smoke study's matrix, whose jobs Snakemake finds done there, so only the jobs the
+    other campaigns add, and the records and tables of all four, run here."""
+    study = smoke_study_copy
     overlay = yaml.safe_load((REPO / "config/campaigns/embedded.yaml").read_text())
     overlay["study"] = "smoke-campaigns"
     smoke = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
     overlay["models"]["tiny-qwen2-small"] = {**smoke["models"]["tiny-qwen2"],
                                              "shape": {**smoke["models"]["tiny-qwen2"]["shape"], "hidden_size": 16}}
     overlay["campaigns"]["long_training"]["steps"] = [6]
-    (tmp_path / "overlay.yaml").write_text(yaml.safe_dump(overlay))
+    (study / "overlay.yaml").write_text(yaml.safe_dump(overlay))
     result = subprocess.run([*SNAKEMAKE, "--cores", "2", "--configfile", str(REPO / "config/smoke.yaml"),
-                             str(tmp_path / "overlay.yaml"), "--directory", str(tmp_path)],
+                             str(study / "overlay.yaml"), "--directory", str(study)],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-4000:]
 
     long_run = Run("tiny-qwen2", "difffilter", 2, None, 6).name
-    assert "resuming from step 3 of" in (tmp_path / f"logs/train/tiny-qwen2/{long_run}.log").read_text()
+    assert "resuming from step 3 of" in (study / f"logs/train/tiny-qwen2/{long_run}.log").read_text()
     short_run = Run("tiny-qwen2", "difffilter", 2, None, 3).name
-    assert len(pd.read_parquet(tmp_path / layout.metrics("tiny-qwen2", short_run))) == 3  # kept as its own artefact
-    assert len(pd.read_parquet(tmp_path / layout.metrics("tiny-qwen2", long_run))) == 6
+    assert len(pd.read_parquet(study / layout.metrics("tiny-qwen2", short_run))) == 3  # kept as its own artefact
+    assert len(pd.read_parquet(study / layout.metrics("tiny-qwen2", long_run))) == 6
 
     noise = "noise20_20pct_label_noise"
-    audit = json.loads((tmp_path / layout.regime_audit(noise, "tiny-qwen2")).read_text())
-    corpus = pd.read_parquet(tmp_path / layout.CORPUS_CLEAN)
+    audit = json.loads((study / layout.regime_audit(noise, "tiny-qwen2")).read_text())
+    corpus = pd.read_parquet(study / layout.CORPUS_CLEAN)
     assert audit["rows_in"] == len(corpus) and audit["changed"] == int(0.2 * len(corpus) + 0.5)
 
-    records = pd.read_parquet(tmp_path / layout.RECORDS)
+    records = pd.read_parquet(study / layout.RECORDS)
     assert set(records["campaign"].dropna()) == {"main", "scale_curve", "constrained", "long_training"}
     assert set(records.loc[records["regime"].notna(), "model"]) == {f"tiny-qwen2@constrained:{noise}"}
-    tables = tmp_path / "results/tables/smoke-campaigns"
+    tables = study / "results/tables/smoke-campaigns"
     long_training = pd.read_csv(tables / "long_training.csv")
     constrained = pd.read_csv(tables / "constrained_data.csv")
     assert set(long_training["method"]) == {"difffilter"} and set(constrained["method"]) == {"difffilter"}
@@ -163,18 +166,18 @@ def test_the_campaign_path_runs_end_to_end_on_the_smoke_study(tmp_path):
 
     # The original config's audit on this folder: its own runs are all complete and current, but the records, and the
     # tables a same-named overlay writes, are the overlay's; the headline says so before the counts.
-    (tmp_path / "same_name.yaml").write_text(yaml.safe_dump({**overlay, "study": "smoke"}))
+    (study / "same_name.yaml").write_text(yaml.safe_dump({**overlay, "study": "smoke"}))
     for args in (["tables", "--cores", "1", "--configfile", str(REPO / "config/smoke.yaml"),
-                  str(tmp_path / "same_name.yaml")],
+                  str(study / "same_name.yaml")],
                  ["audit", "--cores", "1", "--configfile", str(REPO / "config/smoke.yaml")]):
-        result = subprocess.run([*SNAKEMAKE, *args, "--directory", str(tmp_path)], capture_output=True, text=True)
+        result = subprocess.run([*SNAKEMAKE, *args, "--directory", str(study)], capture_output=True, text=True)
         assert result.returncode == 0, result.stderr[-4000:]
-    report = json.loads((tmp_path / layout.AUDIT_JSON).read_text())
+    report = json.loads((study / layout.AUDIT_JSON).read_text())
     outside = len(set(records["run_id"]))
     assert report["counts"]["complete"] == 9 and report["counts"]["stale"] == 0
     assert report["built_elsewhere"]["records"] == {"file": layout.RECORDS, "runs_outside_matrix": outside,
                                                     "runs_covered": 0, "runs": 9}
-    markdown = (tmp_path / layout.AUDIT_MD).read_text()
+    markdown = (study / layout.AUDIT_MD).read_text()
     assert markdown.index("**Built from another config") < markdown.index("9 cells (runs and untrained bases)")
     assert (f"- `{layout.RECORDS}` was built from another config: it holds the records of {outside} run(s) outside "
             "this study's matrix and covers 0 of its 9 runs.") in markdown
