@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from dataflex_rl.artefacts import layout
 from dataflex_rl.backends.model_spec import ModelSpec
@@ -260,6 +260,13 @@ def _memoised(method):
     return cached
 
 
+def _draws(methods: Iterable[MethodSpec]) -> list[list[int]]:
+    """The validation draws of these prompt selections, [validation_size, validation_seed] each, sorted, once each."""
+    draws = {(params["validation_size"], params["validation_seed"])
+             for params in (method.resolved_params() for method in methods)}
+    return [list(draw) for draw in sorted(draws)]
+
+
 def _sorted(slice_: Mapping[str, Any]) -> dict[str, Any]:
     """Keys in one order, so that Snakemake's record of a params value (its repr) changes only with its content."""
     return {key: slice_[key] for key in sorted(slice_)}
@@ -413,13 +420,8 @@ class Study:
         that corpus, whatever its method (prompt_selection.candidates.held_out_rows), so that every arm of a cell
         trains on the same pool. [] where no prompt selection draws its validation prompts from it (none trains on
         it, or each reads its own `validation` file): nothing is held out."""
-        draws = set()
-        for run in self.runs:
-            spec = self.methods[run.method]
-            if (run.model, run.regime) == (model, regime) and spec.validation_from_corpus():
-                params = spec.resolved_params()
-                draws.add((params["validation_size"], params["validation_seed"]))
-        return [list(draw) for draw in sorted(draws)]
+        return _draws(spec for run in self.runs if (run.model, run.regime) == (model, regime)
+                      and (spec := self.methods[run.method]).validation_from_corpus())
 
     def held_out_draws(self, run: Run) -> list[list[int]]:
         """The validation draws `run` holds out (validation_draws), less the one a prompt selection draws itself:
@@ -446,10 +448,8 @@ class Study:
         the study trains that draw their validation prompts from `benchmark` (`validation: {benchmark: ...}`): the
         items they draw are held out of that benchmark's test score in every run of the study
         (prompt_selection.benchmark_split), so that every arm is scored on the same test items. []: none does."""
-        draws = {(params["validation_size"], params["validation_seed"])
-                 for run in self.runs if self.methods[run.method].validation_benchmark() == benchmark
-                 for params in [self.methods[run.method].resolved_params()]}
-        return [list(draw) for draw in sorted(draws)]
+        return _draws(spec for run in self.runs
+                      if (spec := self.methods[run.method]).validation_benchmark() == benchmark)
 
     def controls(self) -> dict[str, str]:
         return {name: m.control for name, m in self.methods.items() if m.control}
