@@ -186,11 +186,10 @@ def validate_records(df: pd.DataFrame) -> None:
         raise ValueError("invalid records: " + "; ".join(problems))
 
 
-def test_split(scored: pd.DataFrame, benchmark: str, split: Mapping) -> pd.DataFrame:
-    """The scored items of `benchmark` that are test items: those its validation draws (`split`: {items, draws}) do not
-    hold out (prompt_selection.benchmark_split)."""
-    held_out = validation_item_ids(benchmark, pd.read_parquet(split["items"], columns=["id"])["id"], split["draws"])
-    return scored[~scored["prompt_id"].astype(str).isin(held_out)]
+def held_out_items(benchmark: str, split: Mapping) -> frozenset[str]:
+    """The ids of the items of `benchmark` its validation draws hold out (`split`: {items, draws};
+    prompt_selection.benchmark_split)."""
+    return validation_item_ids(benchmark, pd.read_parquet(split["items"], columns=["id"])["id"], split["draws"])
 
 
 def collect_records(sources: Iterable[Mapping], *, versions: str | None = None,
@@ -200,13 +199,13 @@ def collect_records(sources: Iterable[Mapping], *, versions: str | None = None,
     fingerprint and step count are copied from the provenance record, after the score file is checked against it (a
     damaged one is refused, naming it); nothing is recomputed from the current config. A source with a
     `validation_split` ({items, draws}: StudyFiles.validation_split) is recorded on its benchmark's test items
-    only: the items the study's prompt selections hold out as validation prompts are left out. `versions` (a `package_versions`
-    string) is stamped on every row; `min_parse_rate` sets every row's `parse_flagged`. `inputs` collects
+    only: the items the study's prompt selections hold out as validation prompts are left out (read once per
+    benchmark). `versions` (a `package_versions` string) is stamped on every row; `min_parse_rate` sets every row's `parse_flagged`. `inputs` collects
     {score path: {path, sha256}} of the score files read, as hashed by that check (the records job writes them into
     the table's metadata)."""
     from dataflex_rl.item_sources.registry import get_benchmark
 
-    rows, extras, found = [], {}, {}
+    rows, extras, found, held_out = [], {}, {}, {}
     inputs = {} if inputs is None else inputs
     for source in sources:
         extras.update(dict.fromkeys(source.get("extras") or {}))
@@ -217,7 +216,9 @@ def collect_records(sources: Iterable[Mapping], *, versions: str | None = None,
         inputs[source["path"]] = {"path": source["path"], "sha256": found[Path(source["path"]).resolve()]}
         scored = pd.read_parquet(source["path"])
         if split := source.get("validation_split"):
-            scored = test_split(scored, source["benchmark"], split)
+            if source["benchmark"] not in held_out:
+                held_out[source["benchmark"]] = held_out_items(source["benchmark"], split)
+            scored = scored[~scored["prompt_id"].astype(str).isin(held_out[source["benchmark"]])]
         rows.append(summarise_items(
             scored, model=source["model"], method=source["method"], seed=source["seed"],
             benchmark=source["benchmark"], domain=get_benchmark(source["benchmark"]).domain,

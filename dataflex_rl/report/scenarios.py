@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from dataflex_rl.prompt_selection.benchmark_split import validation_item_ids
+from dataflex_rl.records.run_records import held_out_items
 from dataflex_rl.report.scenario_specs import LABELS, ScenarioTable
 
 HEADLINE_PREFIX = "DB-"
@@ -31,8 +31,7 @@ def split_scores(splits: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
     validation items and on its test items (prompt_selection.benchmark_split), from its score file."""
     rows = []
     for benchmark, split in splits.items():
-        held_out = validation_item_ids(benchmark, pd.read_parquet(split["items"], columns=["id"])["id"],
-                                       split["draws"])
+        held_out = held_out_items(benchmark, split)
         for cell, method, seed, path in split["scores"]:
             scored = pd.read_parquet(path, columns=["prompt_id", "correct"])
             validation = scored["prompt_id"].astype(str).isin(held_out)
