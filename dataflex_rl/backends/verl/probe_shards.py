@@ -3,8 +3,8 @@ replica of the round's weights per device, each replica runs probe_gradients on 
 kernels release the GIL, and autograd runs each device's backward on that device's own thread), and the shares'
 reductions are put back together in the groups' order. Each GPU holds what the one GPU of an unsharded round holds
 (probe_settings: its replica, one group's gradient, the unit direction and its share of the mean), so a round takes
-about 1/G of the time on G GPUs. With one device nothing is copied or threaded: the reductions are probe_gradients'
-own, bit for bit.
+about 1/G of the time on G GPUs. With one device nothing is copied or threaded, and the reductions come out as
+probe_gradients' own, bit for bit (one share of every group, in order).
 """
 from __future__ import annotations
 
@@ -64,8 +64,6 @@ def _pick(groups: Sequence[GroupTokens], rewards: Tensor, rows: list[int]) -> tu
 def group_gradients(models: Sequence[torch.nn.Module], groups: Sequence[GroupTokens], rewards: Tensor,
                     **options) -> Tensor:
     """probe_gradients.group_gradients over the replicas: [N, P] fp32 rows on the CPU, in the groups' order."""
-    if len(models) == 1:
-        return probe_gradients.group_gradients(models[0], groups, rewards, **options)
     rows = torch.zeros(len(groups), ParameterLayout.of(models[0]).size, dtype=torch.float32)
     for share, part in _each_share(models, len(groups), lambda model, share: probe_gradients.group_gradients(
             model, *_pick(groups, rewards, share), **options)):
@@ -76,8 +74,6 @@ def group_gradients(models: Sequence[torch.nn.Module], groups: Sequence[GroupTok
 def summed_gradient(models: Sequence[torch.nn.Module], groups: Sequence[GroupTokens], rewards: Tensor,
                     **options) -> Tensor:
     """probe_gradients.summed_gradient over the replicas: the sum of the shares' summed gradients, [P] fp32."""
-    if len(models) == 1:
-        return probe_gradients.summed_gradient(models[0], groups, rewards, **options)
     total = torch.zeros(ParameterLayout.of(models[0]).size, dtype=torch.float32)
     for _, part in _each_share(models, len(groups), lambda model, share: probe_gradients.summed_gradient(
             model, *_pick(groups, rewards, share), **options)):
@@ -90,8 +86,6 @@ def group_alignment(models: Sequence[torch.nn.Module], groups: Sequence[GroupTok
     """probe_gradients.group_alignment over the replicas: each group's g·u and ‖g‖ in the groups' order, and the
     chunk's mean Σ_g w_g·g with w_g = 1/N (a share's own mean divides by its own count, so it is reweighted by
     count / N)."""
-    if len(models) == 1:
-        return probe_gradients.group_alignment(models[0], groups, rewards, direction, **options)
     dots, norms = torch.zeros(len(groups)), torch.zeros(len(groups))
     mean = torch.zeros(direction.shape[0], dtype=torch.float32)
     for share, part in _each_share(models, len(groups), lambda model, share: probe_gradients.group_alignment(
