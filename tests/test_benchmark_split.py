@@ -103,7 +103,7 @@ def test_drawn_items_that_are_another_benchmarks_items_are_refused_and_undrawn_o
         other = pd.DataFrame({"benchmark": "chain_sum", "id": ["cs-0", "cs-1"],
                               "prompt": ["  " + gcd["prompt"][shared].upper(), "What is 2 + 2?"]})
         return _validation_benchmark_errors(study, "gradalign", study.methods["gradalign"],
-                                            {"gcd": gcd, "chain_sum": other}, Path("."))
+                                            {"gcd": gcd, "chain_sum": other})
 
     assert errors(drawn[0]) == [
         f"methods.gradalign.params.validation: 1 validation item(s) drawn from benchmark 'gcd' are test items (the "

@@ -350,12 +350,14 @@ def validation_source_errors(study: Study, workdir: Path) -> list[str]:
     tests = _readable_test_items(study, workdir)
     errors = []
     for name, spec in sources.items():
-        check = _validation_benchmark_errors if spec.validation_benchmark() else _validation_file_errors
-        errors += check(study, name, spec, tests, workdir)
+        if spec.validation_benchmark():
+            errors += _validation_benchmark_errors(study, name, spec, tests)
+        else:
+            errors += _validation_file_errors(name, spec, tests, workdir)
     return errors
 
 
-def _validation_benchmark_errors(study: Study, name: str, spec: MethodSpec, tests: dict, workdir: Path) -> list[str]:
+def _validation_benchmark_errors(study: Study, name: str, spec: MethodSpec, tests: dict) -> list[str]:
     """A validation benchmark (prompt_selection.benchmark_split) must be one of the study's, with test items left after
     `validation_size` are drawn; its drawn items are its own test score's no longer, and are checked against the
     other benchmarks' items."""
@@ -382,7 +384,7 @@ def _validation_benchmark_errors(study: Study, name: str, spec: MethodSpec, test
                           "use another validation benchmark or seed")
 
 
-def _validation_file_errors(study: Study, name: str, spec: MethodSpec, tests: dict, workdir: Path) -> list[str]:
+def _validation_file_errors(name: str, spec: MethodSpec, tests: dict, workdir: Path) -> list[str]:
     """A validation file (prompt_selection.validation_file) must be a readable corpus file whose rows all pass the
     corpus checks and hold at least `validation_size` prompts, none of them a test item."""
     import pandas as pd
