@@ -6,6 +6,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,9 +16,9 @@ from dataflex_rl.artefacts import layout
 from dataflex_rl.artefacts.provenance import fingerprint
 
 from config_edits import set_key
-from forked_snakemake import run_snakemake
 
 REPO = Path(__file__).resolve().parents[1]
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
 BENCHMARKS = ["basic_arithmetic", "syllogism", "unit_conversion"]  # one per domain keeps the study small
 SMOKE = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
 CONFIG = {**SMOKE, "corpus": {**SMOKE["corpus"], "sources": BENCHMARKS},
@@ -37,12 +38,10 @@ def changed(**settings) -> dict:
 
 
 def snakemake(workdir: Path, config: dict, *args: str) -> subprocess.CompletedProcess:
-    """Snakemake's CLI on `config`, in a process of its own forked from an interpreter that imported it once
-    (tests/forked_snakemake.py): most of this module's runs are dry runs, whose time is mostly that import."""
     path = workdir / f"config-{fingerprint(config)[:12]}.yaml"
     path.write_text(yaml.safe_dump(config))
-    result = run_snakemake(["--snakefile", str(REPO / "Snakefile"), "--configfile", str(path), "--directory",
-                            str(workdir), *args])
+    result = subprocess.run([*SNAKEMAKE, "--configfile", str(path), "--directory", str(workdir), *args],
+                            capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result
 

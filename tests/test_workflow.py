@@ -22,16 +22,13 @@ from dataflex_rl.study.resolved import Study
 from dataflex_rl.corpus.build import benchmark_items
 
 from config_edits import set_key
-from forked_snakemake import run_snakemake
 
 REPO = Path(__file__).resolve().parents[1]
-SNAKEFILE = ["--snakefile", str(REPO / "Snakefile")]
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
 
 
 def snakemake(*args, cwd=REPO, check=True):
-    """Snakemake's CLI in a process of its own, forked from an interpreter that imported it once
-    (tests/forked_snakemake.py): most of this module's runs are dry runs, whose time is mostly that import."""
-    result = run_snakemake([*SNAKEFILE, *args], cwd=cwd)
+    result = subprocess.run([*SNAKEMAKE, *args], cwd=cwd, capture_output=True, text=True)
     if check and result.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
     return result
