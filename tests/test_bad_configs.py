@@ -1,9 +1,8 @@
 """Bad study configs are refused by the real `snakemake -n`, before any job starts, with a message naming the key.
 
 Each case is a small change to config/smoke.yaml, written to its own working directory and dry-run through the
-Snakemake CLI in a process of its own (two at a time: every dry run is a real one, the pair just shares the wall clock;
-tests/forked_snakemake.py forks each from an interpreter that imported the CLI once). docs/refusals.md lists the same
-refusals.
+Snakemake CLI in a subprocess (two at a time: every dry run is a real one, the pair just shares the wall clock).
+docs/refusals.md lists the same refusals.
 """
 from __future__ import annotations
 
@@ -22,7 +21,6 @@ import pandas as pd
 import pytest
 import yaml
 
-from forked_snakemake import run_snakemake
 from hf_model_dir import save_hf_model_dir  # imported here: the cases run in threads, and a lazy import is not safe
 
 REPO = Path(__file__).resolve().parents[1]
@@ -675,8 +673,11 @@ def _dry_run(case: Case, root: Path) -> subprocess.CompletedProcess:
     case.change(config, workdir)
     text = yaml.safe_dump(config)
     (workdir / "config.yaml").write_text(case.text(text) if case.text else text)
-    return run_snakemake(["-n", "--cores", "1", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
-                          "--configfile", str(workdir / "config.yaml"), *case.args], timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--snakefile", str(REPO / "Snakefile"),
+         "--directory", str(workdir), "--configfile", str(workdir / "config.yaml"), *case.args],
+        capture_output=True, text=True, timeout=300,
+    )
 
 
 @pytest.fixture(scope="module")
