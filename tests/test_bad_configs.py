@@ -97,10 +97,10 @@ def _directory(path: str):
     return change
 
 
-def _local_verl_model(heads: int, kv_heads: int, tensor_parallel_size: int | None = None):
+def _local_verl_model(heads: int, kv_heads: int, tensor_parallel_size: int | None = None, positions: int = 32768):
     """A verl model at a local directory holding a tiny Qwen2 and its tokenizer (the dry run reads config.json)."""
     def change(config, workdir):
-        save_hf_model_dir(workdir / "tiny-verl", heads, kv_heads)
+        save_hf_model_dir(workdir / "tiny-verl", heads, kv_heads, positions)
         entry = {"backend": "verl", "path": "./tiny-verl"}
         if tensor_parallel_size:
             entry["rollout"] = {"tensor_parallel_size": tensor_parallel_size}
@@ -401,6 +401,13 @@ CASES = [
          ("resources of rule score: gpu=3, the tensor_parallel_size of models.qwen's vLLM scoring engine, does not "
           "divide the 4 attention heads of './tiny-verl'", "the sizes that split them are [1, 2, 4]"),
          args=("--set-resources", "train:gpu=1", "score:gpu=3")),
+    Case("verl engine context beyond the model's positions", _local_verl_model(heads=2, kv_heads=1, positions=1026),
+         ("models.qwen scoring: vLLM's max_model_len 1028 (the scorer's 1024 prompt tokens + evaluation.max_new_tokens "
+          "4) is more than the 1026 positions of './tiny-verl' (max_position_embeddings), which vLLM refuses at engine "
+          "start; set evaluation.max_new_tokens to at most 2",
+          "models.qwen rollout: vLLM's max_model_len 1028 (1024 prompt tokens (verl's data.max_prompt_length) + "
+          "training.max_new_tokens 4)", "set training.max_new_tokens to at most 2"),
+         args=("--set-resources", "train:gpu=1", "score:gpu=1")),
     Case("verl train job without a GPU", _verl(prompts_per_step=8),
          ("resources of rule train: gpu=0, but models.qwen (backend verl) trains on GPUs; give the train rule gpu ≥ 1",),
          args=(*SLURM, "--set-resources", "train:gpu=0")),

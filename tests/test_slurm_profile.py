@@ -46,7 +46,7 @@ def check_paper_plan(result: subprocess.CompletedProcess) -> None:
             "--target_dir <run>/merged") in output
     assert ("verl score: VLLM_BATCH_INVARIANT=1, vllm.LLM(model=<run>/merged or models.<m>.path, dtype=bfloat16, "
             "max_model_len=5120, tensor_parallel_size=<gpu>, seed=0), vllm.SamplingParams(temperature=0.0, "
-            "top_p=1.0, max_tokens=4096, n=1, seed=0, stop_token_ids=['<eos>', \"<chat template's turn end>\"])") in output
+            "top_p=1.0, max_tokens=4096, n=1, seed=<request_seed(0, prompt)>, stop_token_ids=['<eos>', \"<chat template's turn end>\"])") in output
     # (max_model_len: 1024 prompt tokens + evaluation.max_new_tokens)
     # a trained verl run is scored from its merged directory, the untrained base from the model's `path`
     scored = re.findall(r"^rule score:\n    input: (.*)$", output, re.MULTILINE)

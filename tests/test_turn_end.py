@@ -13,6 +13,7 @@ from transformers import PreTrainedTokenizerFast, Qwen2Config
 from dataflex_rl.backends.verl.overrides import GENERATION_CONFIG_KEY, RunFiles, run_overrides
 from dataflex_rl.backends.verl.rollout_stops import rollout_eos_ids, write_rollout_generation_config
 from dataflex_rl.backends.verl.scoring import VllmGenerator
+from dataflex_rl.backends.verl.vllm_requests import request_seed
 from dataflex_rl.training.recipe import GRPOSettings
 from dataflex_rl.corpus.turn_end import stop_token_ids, turn_end_token_id
 
@@ -74,7 +75,7 @@ class _RecordingVllm(types.ModuleType):
         super().__init__("vllm")
         self.__version__, self.sampling = "0.24.0", []
         record = self.sampling
-        output = types.SimpleNamespace(text="15", token_ids=[5, 2], finish_reason="stop")
+        output = types.SimpleNamespace(index=0, text="15", token_ids=[5, 2], finish_reason="stop")
 
         class LLM:
             def __init__(self, **_):
@@ -92,8 +93,9 @@ def test_vllm_scoring_stops_at_the_checkpoint_tokenizers_eos_and_turn_end(base_m
     monkeypatch.setenv("VLLM_BATCH_INVARIANT", "1")
     generator = VllmGenerator.open(str(base_model_dir), gpus=1)
     answers = generator.generate(["12 + 3 ="], max_new_tokens=16, batch_size=1, temperature=0.0, seed=0)
-    assert vllm.sampling == [{"temperature": 0.0, "top_p": 1.0, "max_tokens": 16, "n": 1, "seed": 0,
-                              "stop_token_ids": [0, 2]}]
+    prompt = generator.tokenizer("12 + 3 =", add_special_tokens=False).input_ids
+    assert vllm.sampling == [{"temperature": 0.0, "top_p": 1.0, "max_tokens": 16, "n": 1,
+                              "seed": request_seed(0, prompt), "stop_token_ids": [0, 2]}]
     assert answers[0].engine["finish_reason"] == "stop"
 
 

@@ -93,7 +93,7 @@ def test_the_summary_names_the_rounds_rollout_and_gradient_settings(tokens):
     assert (f"max_model_len={1024 + tokens}, seed=<seed>, enable_sleep_mode=True)" in probe
             and "tensor_parallel_size=<models.<m>.rollout.tensor_parallel_size>" in probe)
     assert (f"vllm.SamplingParams(n=<k_r or k_v>, temperature=<score_temperature, else 0.9>, top_p=1.0, top_k=-1, "
-            f"max_tokens={tokens}, seed=<seed, stream>") in probe
+            f"max_tokens={tokens}, seed=<request_seed(seed and stream, prompt)>") in probe
     assert ("dtype=bfloat16), a replica on each of the 8 GPUs (the groups dealt round-robin), "
             "models.<m>.probe.micro_batch responses per backward (default 1)") in probe
     # a study without a prompt selection shows no round

@@ -215,9 +215,9 @@ def test_the_merge_job_writes_the_runs_weights_as_a_verified_hugging_face_direct
 
 @pytest.mark.parametrize("evaluation, engine, sampling", [
     (EvaluationSettings(max_new_tokens=4096, batch_size=512, temperature=0.0), "max_model_len=5120", "temperature=0.0, top_p=1.0, "
-     "max_tokens=4096, n=1, seed=0, stop_token_ids=['<eos>', \"<chat template's turn end>\"]"),
+     "max_tokens=4096, n=1, seed=<request_seed(0, prompt)>, stop_token_ids=['<eos>', \"<chat template's turn end>\"]"),
     (EvaluationSettings(max_new_tokens=8, batch_size=4, temperature=0.5, seed=3), "max_model_len=1032",
-     "temperature=0.5, top_p=1.0, max_tokens=8, n=1, seed=3, stop_token_ids=['<eos>', \"<chat template's turn end>\"]")])
+     "temperature=0.5, top_p=1.0, max_tokens=8, n=1, seed=<request_seed(3, prompt)>, stop_token_ids=['<eos>', \"<chat template's turn end>\"]")])
 def test_the_dry_run_summary_names_the_merge_and_vllm_settings(evaluation, engine, sampling):
     *train, merge, score = get_backend("verl").job_commands(GRPOSettings(), evaluation, {})
     assert merge == ("merge: python -m verl.model_merger merge --backend fsdp --local_dir <run>/model[/actor] "

@@ -42,9 +42,11 @@ class Generator(Protocol):
     tokenizer: Any
 
     def generate(self, prompts: Sequence[str], *, max_new_tokens: int, batch_size: int, temperature: float,
-                 seed: int) -> list[Answer]:
-        """An Answer per prompt, in order: greedy at temperature 0, else sampled with draws seeded by `seed` (the
-        same prompts, batch size and seed give the same responses)."""
+                 seed: int, samples: int = 1) -> list[Answer]:
+        """`samples` Answers per prompt, sample-major (answer `j * len(prompts) + i` is prompt i's sample j): greedy
+        at temperature 0, else sampled with draws seeded by `seed` (the same prompts, batch size, seed and samples
+        give the same responses). The samples of one prompt are independent draws: never K requests that share one
+        seed, which vLLM decodes as K copies of one stream."""
 
 
 @dataclass(frozen=True)

@@ -16,15 +16,16 @@ from dataflex_rl.verify.verifiers import get_verifier
 
 
 def score_items(generator, items: pd.DataFrame, template: str, *, max_new_tokens: int, batch_size: int = 128,
-                temperature: float = 0.0, seed: int = 0) -> pd.DataFrame:
+                temperature: float = 0.0, seed: int = 0, samples: int = 1) -> pd.DataFrame:
     """Responses and verdicts for `items`: greedy at temperature 0 (the default), else sampled at `temperature` with
-    draws seeded by `seed`; what the generator's engine reports per answer (Answer.engine) follows as more columns."""
+    draws seeded by `seed`, `samples` answers per item (a row each, sample-major: all items' first samples, then
+    their second, ...); what the generator's engine reports per answer (Answer.engine) follows as more columns."""
     records = items.to_dict("records")
     prompts = [render_item_prompt(record, template, generator.tokenizer) for record in records]
     answers = generator.generate(prompts, max_new_tokens=max_new_tokens, batch_size=batch_size,
-                                 temperature=temperature, seed=seed)
+                                 temperature=temperature, seed=seed, samples=samples)
     rows = []
-    for item, answer in zip(records, answers, strict=True):
+    for item, answer in zip(records * samples, answers, strict=True):
         verdict = get_verifier(item["answer_format"])(answer.text, item)
         rows.append({"prompt_id": item["id"], "response": answer.text, "length": answer.length,
                      "correct": bool(verdict.correct), "parsed": bool(verdict.parsed), **answer.engine})

@@ -29,10 +29,9 @@ def measure_solve_rates(generator, items: pd.DataFrame, template: str, *, sample
                         max_new_tokens: int, batch_size: int = 128, seed: int = 0) -> dict[str, float]:
     """prompt id -> the fraction of `samples` sampled answers (at `temperature`, draws seeded by `seed`) that the
     item's verifier accepts; `generator` is a backend's (dataflex_rl.backends.base.Generator), e.g. the untrained
-    base opened with `open_generator`."""
-    repeated = pd.concat([items] * samples, ignore_index=True)
-    scores = score_items(generator, repeated, template, max_new_tokens=max_new_tokens, batch_size=batch_size,
-                         temperature=temperature, seed=seed)
+    base opened with `open_generator`, which draws the samples of a prompt independently (Generator.generate)."""
+    scores = score_items(generator, items, template, max_new_tokens=max_new_tokens, batch_size=batch_size,
+                         temperature=temperature, seed=seed, samples=samples)
     return {str(prompt_id): float(rate) for prompt_id, rate in scores.groupby("prompt_id")["correct"].mean().items()}
 
 

@@ -90,11 +90,13 @@ class EmbeddedGenerator:
         return cls(*load_model(model_dir))
 
     def generate(self, prompts, *, max_new_tokens: int, batch_size: int, temperature: float,
-                 seed: int) -> list[Answer]:
+                 seed: int, samples: int = 1) -> list[Answer]:
+        """The `samples` copies of the prompts are answered as one list (sample-major), so every copy draws from
+        the one seeded generator."""
         from dataflex_rl.backends.embedded.sequences import encode_prompts
 
         generator = None if temperature == 0 else torch.Generator().manual_seed(seed)
-        encoded = encode_prompts(self.tokenizer, list(prompts))
+        encoded = encode_prompts(self.tokenizer, list(prompts) * samples)
         order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
         answers: dict[int, Answer] = {}
         for start in range(0, len(order), batch_size):

@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from dataflex_rl.backends.base import TrainJob
 from dataflex_rl.backends.verl.model_source import model_path_errors, model_path_notes
+from dataflex_rl.backends.verl.model_context import context_problem
 from dataflex_rl.backends.verl.model_heads import model_heads, model_parameters, tensor_parallel_problem
 from dataflex_rl.backends.verl.probe_settings import ProbeSettings, check_selection_options, probe_memory_errors
 from dataflex_rl.backends.verl.rollout import RESULT_SETTINGS, RolloutSettings
+from dataflex_rl.backends.verl.scoring import PROMPT_TOKENS
 from dataflex_rl.training.recipe import GRPOSettings
 from dataflex_rl.config.sections import filled
 from dataflex_rl.corpus.token_caps import TokenCap, TokenCaps
@@ -113,7 +115,8 @@ class VerlBackend:
                               resources: Mapping[str, Any], prompt_cap: TokenCap | None,
                               selection: SelectionSize | None = None) -> list[str]:
         """The step's batch over the GPUs (`_batch_errors`), the rollout's tensor parallelism over the GPUs and the
-        model's heads (`_rollout_errors`), then, where those pass, verl's own check of the train command's overrides
+        model's heads (`_rollout_errors`), the rollout's context in the model's positions (`_train_context_errors`),
+        then, where those pass, verl's own check of the train command's overrides
         (`_verl_config_errors`)."""
         if not int(resources.get("gpu") or 0):
             return [f"resources of rule train: gpu={resources.get('gpu', 0)}, but {key} (backend verl) trains on "
@@ -121,7 +124,8 @@ class VerlBackend:
                     f"override from the profile's set-resources or --set-resources, or set "
                     f"{key}.resources.train.gpu)"]
         errors = (self._batch_errors(training, int(resources["gpu"]))
-                  + self._rollout_errors(key, model, int(resources["gpu"])))
+                  + self._rollout_errors(key, model, int(resources["gpu"]))
+                  + self._train_context_errors(key, model, training, prompt_cap))
         if selection is not None:
             errors += self._probe_errors(key, model, resources, selection.gradient_rows)
         return errors or self._verl_config_errors(key, model, training, resources)
@@ -170,6 +174,23 @@ class VerlBackend:
         return [f"{setting}: {size} {heads}; set {setting} to one of them"] if heads else []
 
     @staticmethod
+    def _train_context_errors(key: str, model: ModelSpec, training: GRPOSettings,
+                              prompt_cap: TokenCap | None) -> list[str]:
+        """The rollout's and the selection round's vLLM context: the prompt allowance (the corpus's prompt cap, as
+        launch.py passes it to data.max_prompt_length, else DEFAULT_PROMPT_TOKENS) + training.max_new_tokens."""
+        from dataflex_rl.backends.verl.overrides import DEFAULT_PROMPT_TOKENS
+
+        tokens, source = ((prompt_cap["tokens"], prompt_cap["source"]) if prompt_cap
+                          else (DEFAULT_PROMPT_TOKENS, "verl's data.max_prompt_length"))
+        problem = context_problem(model.path or "", tokens + training.max_new_tokens,
+                                  f"{tokens} prompt tokens ({source}) + training.max_new_tokens "
+                                  f"{training.max_new_tokens}")
+        if problem is None:
+            return []
+        return [f"{key} rollout: {problem[0]}; set training.max_new_tokens to at most {problem[1] - tokens}"
+                if problem[1] > tokens else f"{key} rollout: {problem[0]}; train a model with more positions"]
+
+    @staticmethod
     def _heads_problem(model: ModelSpec, size: int) -> str | None:
         """Why vLLM cannot split the model's heads over `size` GPUs, with the sizes that can; None where it can, or
         where the model's config.json cannot be read."""
@@ -213,13 +234,18 @@ class VerlBackend:
     def score_resource_errors(self, key: str, model: ModelSpec, batch_size: int, max_new_tokens: int,
                               resources: Mapping[str, Any]) -> list[str]:
         """vLLM scores on GPUs only: one engine over the score job's `gpu` GPUs (tensor parallel: they must divide the
-        model's heads, where its config.json can be read)."""
+        model's heads), whose context must fit the model's positions (model_context), where its files can be read."""
         gpus = int(resources.get("gpu") or 0)
         if gpus >= 1:
             heads = self._heads_problem(model, gpus)
-            return [f"resources of rule score: gpu={gpus}, the tensor_parallel_size of {key}'s vLLM scoring engine, "
-                    f"{heads}; give the score rule one of them (profile set-resources or --set-resources "
-                    f"score:gpu=...)"] if heads else []
+            context = context_problem(model.path or "", PROMPT_TOKENS + max_new_tokens,
+                                      f"the scorer's {PROMPT_TOKENS} prompt tokens + evaluation.max_new_tokens "
+                                      f"{max_new_tokens}")
+            fix = (f"set evaluation.max_new_tokens to at most {context[1] - PROMPT_TOKENS}"
+                   if context and context[1] > PROMPT_TOKENS else "score a model with more positions")
+            return ([f"resources of rule score: gpu={gpus}, the tensor_parallel_size of {key}'s vLLM scoring engine, "
+                     f"{heads}; give the score rule one of them (profile set-resources or --set-resources "
+                     f"score:gpu=...)"] if heads else []) + ([f"{key} scoring: {context[0]}; {fix}"] if context else [])
         return [f"resources of rule score: gpu={resources.get('gpu', 0)}, but {key} (backend verl) is scored with "
                 f"vLLM on GPUs; give the score rule gpu ≥ 1 (its default is {JOB_RESOURCES['score']['gpu']}: remove "
                 f"the override from the profile's set-resources or --set-resources)"]
@@ -239,8 +265,8 @@ class VerlBackend:
                                 break_on_hyphens=False)
         tokens, seed = evaluation.max_new_tokens, evaluation.sampling_seed
         engine = engine_arguments("<run>/merged or models.<m>.path", max_new_tokens=tokens, gpus="<gpu>", seed=seed)
-        sampling = sampling_arguments(max_new_tokens=tokens, temperature=evaluation.temperature, seed=seed,
-                                      stop_token_ids=STOP_PLACEHOLDER)
+        sampling = sampling_arguments(max_new_tokens=tokens, temperature=evaluation.temperature,
+                                      seed=f"<request_seed({seed}, prompt)>", stop_token_ids=STOP_PLACEHOLDER)
         lines = ["train (<state>: the run's state folder; flash-attn instead of sdpa where importable at launch): "
                  "VERL_FILE_LOGGER_PATH=<state>/verl_metrics.attempt<N>.jsonl", *(f"  {part}" for part in command),
                  f"merge: python {' '.join(merge_command('<run>/model[/actor]', '<run>/merged')[1:])}",
@@ -259,7 +285,8 @@ class VerlBackend:
                                                  seed="<seed>")
         sampling = probe_rollouts.sampling_arguments(
             samples="<k_r or k_v>", temperature=f"<score_temperature, else {training.temperature}>",
-            max_new_tokens=training.max_new_tokens, seed="<seed, stream>", stop_token_ids=STOP_PLACEHOLDER)
+            max_new_tokens=training.max_new_tokens, seed="<request_seed(seed and stream, prompt)>",
+            stop_token_ids=STOP_PLACEHOLDER)
         return (f"selection round (before each verl segment of steps_per_round steps, in the train job, on its {gpus} "
                 f"GPUs): python -m dataflex_rl.backends.verl.round_job <state>/round_<r>.spec.json — rollouts "
                 f"vllm.LLM({_arguments(engine)}), vllm.SamplingParams({_arguments(sampling)}); gradients: "

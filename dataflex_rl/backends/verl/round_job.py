@@ -45,7 +45,8 @@ class RoundSpec:
 
 def open_round_boundary(spec: RoundSpec, job: VerlRunJob):
     """The round boundary on a GPU node: the weights as a bf16 HF causal LM (on the CPU until a backward pass, then a
-    replica on each of the job's GPUs), vLLM with the training rollout's settings, the corpus rows."""
+    replica on each of the job's GPUs; on the CPU where there are none, beside vLLM's CPU build), vLLM with the
+    training rollout's settings, the corpus rows."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -59,7 +60,7 @@ def open_round_boundary(spec: RoundSpec, job: VerlRunJob):
                           stop_token_ids=stop_token_ids(tokenizer), rollout=spec.rollout, seed=job.seed)
     model = AutoModelForCausalLM.from_pretrained(spec.weights, dtype=torch.bfloat16)
     rows = run_rows(job)[0].to_dict("records")
-    devices = tuple(f"cuda:{i}" for i in range(torch.cuda.device_count())) or ("cuda",)
+    devices = tuple(f"cuda:{i}" for i in range(torch.cuda.device_count())) or ("cpu",)  # vLLM's CPU build: no GPU
     return RoundBoundary(model, tokenizer, sampler, rows, job.seed, devices=devices, micro_batch=spec.probe.micro_batch)
 
 

@@ -14,6 +14,7 @@ import sys
 from typing import Any, Mapping, Sequence
 
 from dataflex_rl.backends.base import Answer
+from dataflex_rl.backends.verl.vllm_requests import request_seed
 from dataflex_rl.corpus.turn_end import stop_token_ids
 
 BATCH_INVARIANT = "VLLM_BATCH_INVARIANT"
@@ -36,12 +37,15 @@ def engine_arguments(model_path: str, *, max_new_tokens: int, gpus: int, seed: i
     return {**arguments, **(options or {})}
 
 
-def sampling_arguments(*, max_new_tokens: int, temperature: float, seed: int,
-                       stop_token_ids: Sequence[int]) -> dict[str, Any]:
-    """vllm.SamplingParams' arguments: one answer per prompt, greedy at temperature 0, no nucleus truncation, ending
-    at any of `stop_token_ids` (dataflex_rl.corpus.turn_end.stop_token_ids: EOS and the template's turn end; vLLM
-    itself stops only at the tokenizer's EOS and the generation_config's eos_token_id)."""
-    return {"temperature": temperature, "top_p": 1.0, "max_tokens": max_new_tokens, "n": 1, "seed": seed,
+def sampling_arguments(*, max_new_tokens: int, temperature: float, seed: int, stop_token_ids: Sequence[int],
+                       samples: int = 1) -> dict[str, Any]:
+    """vllm.SamplingParams' arguments: `samples` answers per prompt as one request with n = samples, greedy at
+    temperature 0, no nucleus truncation, ending at any of `stop_token_ids` (dataflex_rl.corpus.turn_end.
+    stop_token_ids: EOS and the template's turn end; vLLM itself stops only at the tokenizer's EOS and the
+    generation_config's eos_token_id). One request, not `samples` copies of the prompt: vLLM gives each seeded request
+    its own generator, so copies under one seed decode one stream; the n streams of a request are seeded apart.
+    `seed`: the request's (vllm_requests.request_seed)."""
+    return {"temperature": temperature, "top_p": 1.0, "max_tokens": max_new_tokens, "n": samples, "seed": seed,
             "stop_token_ids": list(stop_token_ids)}
 
 
@@ -105,15 +109,18 @@ class VllmGenerator:
         return vllm, engine
 
     def generate(self, prompts: Sequence[str], *, max_new_tokens: int, batch_size: int, temperature: float,
-                 seed: int) -> list[Answer]:
+                 seed: int, samples: int = 1) -> list[Answer]:
         """`batch_size` is not used: vLLM schedules its own batches, and batch invariance keeps the answers
-        independent of them."""
+        independent of them. The n completions of each prompt are returned sample-major (Generator.generate)."""
         ids = [self.tokenizer(prompt, add_special_tokens=False).input_ids for prompt in prompts]
         check_prompt_lengths([len(prompt) for prompt in ids])
         vllm, engine = self._started(max_new_tokens, seed)
-        params = vllm.SamplingParams(**sampling_arguments(max_new_tokens=max_new_tokens, temperature=temperature,
-                                                          seed=seed, stop_token_ids=stop_token_ids(self.tokenizer)))
+        stops = stop_token_ids(self.tokenizer)
+        params = [vllm.SamplingParams(**sampling_arguments(max_new_tokens=max_new_tokens, temperature=temperature,
+                                                           seed=request_seed(seed, prompt), stop_token_ids=stops,
+                                                           samples=samples)) for prompt in ids]
         outputs = engine.generate([{"prompt_token_ids": prompt} for prompt in ids], params)
         run = {"vllm_version": vllm.__version__, "tensor_parallel_size": self.gpus}
-        return [Answer(out.outputs[0].text, len(out.outputs[0].token_ids),
-                       {"finish_reason": out.outputs[0].finish_reason, **run}) for out in outputs]
+        completions = [sorted(out.outputs, key=lambda completion: completion.index) for out in outputs]
+        return [Answer(own[sample].text, len(own[sample].token_ids), {"finish_reason": own[sample].finish_reason, **run})
+                for sample in range(samples) for own in completions]

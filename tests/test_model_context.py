@@ -1,0 +1,63 @@
+"""The context vLLM allows a model (dataflex_rl.backends.verl.model_context), on config files written by hand; the
+same configs against vLLM's own derivation are in tests/test_vllm_cpu.py."""
+import json
+
+import pytest
+
+from dataflex_rl.backends.verl.model_context import Context, context_problem, model_context
+
+# (config.json, tokenizer_config.json, the context vLLM 0.28 derives: config/model.py:2328-2465, by hand)
+CASES = {
+    "positions": ({"max_position_embeddings": 4096}, None, 4096),
+    "the smallest key": ({"max_position_embeddings": 4096, "seq_length": 3000}, None, 3000),
+    "a tokenizer's cap is not the engine's": ({"max_position_embeddings": 4096}, {"model_max_length": 1500}, 4096),
+    "linear RoPE": ({"max_position_embeddings": 4096, "rope_scaling": {"rope_type": "linear", "factor": 2.0}},
+                    None, 8192),
+    "dynamic RoPE": ({"max_position_embeddings": 4096, "rope_scaling": {"type": "dynamic", "factor": 2.0}}, None, 8192),
+    "rope_scaling over rope_parameters": ({"max_position_embeddings": 2048,
+                                           "rope_parameters": {"rope_type": "default", "rope_theta": 1e4},
+                                           "rope_scaling": {"rope_type": "linear", "factor": 2.0}}, None, 4096),
+    "yarn": ({"max_position_embeddings": 131072, "rope_parameters": {"rope_type": "yarn", "factor": 4.0,
+                                                                      "original_max_position_embeddings": 32768}},
+             None, 131072),
+    "llama3 counts its factor": ({"max_position_embeddings": 131072,
+                                  "rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, None, 131072),
+    "RoPE without a factor": ({"max_position_embeddings": 2048,
+                               "rope_parameters": {"rope_type": "default", "rope_theta": 1e6}}, None, 2048),
+    "no key": ({"hidden_size": 8}, None, 2048),
+    "the config's own cap overrides": ({"max_position_embeddings": 8192, "model_max_length": 131072}, None, 131072),
+    "nested text config": ({"text_config": {"max_position_embeddings": 1024}}, None, 1024),
+}
+
+
+def _model(tmp_path, config, tokenizer):
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    if tokenizer is not None:
+        (tmp_path / "tokenizer_config.json").write_text(json.dumps(tokenizer))
+    return str(tmp_path)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_context_is_derived_as_vllm_derives_it(tmp_path, case):
+    config, tokenizer, tokens = CASES[case]
+    assert model_context(_model(tmp_path, config, tokenizer)).tokens == tokens
+
+
+def test_the_source_names_the_key_and_the_factor(tmp_path):
+    path = _model(tmp_path, *CASES["linear RoPE"][:2])
+    assert model_context(path) == Context(8192, "max_position_embeddings × RoPE factor 2.0")
+
+
+def test_an_engine_that_fits_passes_and_one_that_does_not_is_explained(tmp_path):
+    path = _model(tmp_path, {"max_position_embeddings": 1030}, None)
+    assert context_problem(path, 1030, "x") is None
+    reason, positions = context_problem(path, 1031, "1024 + 7")
+    assert positions == 1030
+    assert reason == (f"vLLM's max_model_len 1031 (1024 + 7) is more than the 1030 positions of {path!r} "
+                      f"(max_position_embeddings), which vLLM refuses at engine start")
+
+
+def test_a_model_whose_config_cannot_be_read_is_not_checked(tmp_path):
+    assert model_context(str(tmp_path / "absent")) is None
+    (tmp_path / "config.json").write_text("{not json")
+    assert model_context(str(tmp_path)) is None and context_problem(str(tmp_path), 10 ** 9, "x") is None
