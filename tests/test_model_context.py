@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from dataflex_rl.backends.verl.model_context import Context, context_problem, model_context
+from dataflex_rl.backends.verl.model_context import Context, context_refusal, model_context
 
 # (config.json, tokenizer_config.json, the context vLLM 0.28 derives: config/model.py:2328-2465, by hand)
 CASES = {
@@ -48,16 +48,22 @@ def test_the_source_names_the_key_and_the_factor(tmp_path):
     assert model_context(path) == Context(8192, "max_position_embeddings × RoPE factor 2.0")
 
 
-def test_an_engine_that_fits_passes_and_one_that_does_not_is_explained(tmp_path):
+def _refusal(path, prompt_tokens, answer_tokens):
+    return context_refusal(path, prompt_tokens=prompt_tokens, prompt=f"{prompt_tokens} prompt tokens",
+                           answer_key="evaluation.max_new_tokens", answer_tokens=answer_tokens, use="score")
+
+
+def test_an_engine_that_fits_passes_and_one_that_does_not_is_explained_with_its_fix(tmp_path):
     path = _model(tmp_path, {"max_position_embeddings": 1030}, None)
-    assert context_problem(path, 1030, "x") is None
-    reason, positions = context_problem(path, 1031, "1024 + 7")
-    assert positions == 1030
-    assert reason == (f"vLLM's max_model_len 1031 (1024 + 7) is more than the 1030 positions of {path!r} "
-                      f"(max_position_embeddings), which vLLM refuses at engine start")
+    assert _refusal(path, 1024, 6) is None
+    assert _refusal(path, 1024, 7) == (
+        f"vLLM's max_model_len 1031 (1024 prompt tokens + evaluation.max_new_tokens 7) is more than the 1030 positions "
+        f"of {path!r} (max_position_embeddings), which vLLM refuses at engine start; set evaluation.max_new_tokens to "
+        f"at most 6")
+    assert _refusal(path, 1030, 1).endswith("which vLLM refuses at engine start; score a model with more positions")
 
 
 def test_a_model_whose_config_cannot_be_read_is_not_checked(tmp_path):
     assert model_context(str(tmp_path / "absent")) is None
     (tmp_path / "config.json").write_text("{not json")
-    assert model_context(str(tmp_path)) is None and context_problem(str(tmp_path), 10 ** 9, "x") is None
+    assert model_context(str(tmp_path)) is None and _refusal(str(tmp_path), 10 ** 9, 1) is None

@@ -293,14 +293,15 @@ def _engine_config(model: str, **settings):
 
 @pytest.mark.parametrize("case", POSITIONS)
 def test_the_dry_runs_context_is_the_one_vllm_derives(vllm_model, tmp_path, case):
-    from dataflex_rl.backends.verl.model_context import context_problem, model_context
+    from dataflex_rl.backends.verl.model_context import context_refusal, model_context
 
     model = _variant(vllm_model[0], tmp_path / "model", *POSITIONS[case])
     tokens = model_context(model).tokens
     _engine_config(model, max_model_len=tokens)
     with pytest.raises(ValueError, match=rf"User-specified max_model_len \({tokens + 1}\) is greater than the derived"):
         _engine_config(model, max_model_len=tokens + 1)
-    assert context_problem(model, tokens + 1, "x") is not None
+    assert context_refusal(model, prompt_tokens=tokens, prompt="x", answer_key="y", answer_tokens=1,
+                           use="score") is not None
 
 
 def test_a_tensor_parallelism_vllm_refuses_is_refused_at_dry_run_for_the_same_heads(vllm_model):

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from dataflex_rl.backends.base import TrainJob
 from dataflex_rl.backends.verl.model_source import model_path_errors, model_path_notes
-from dataflex_rl.backends.verl.model_context import context_problem
+from dataflex_rl.backends.verl.model_context import context_refusal
 from dataflex_rl.backends.verl.model_heads import model_heads, model_parameters, tensor_parallel_problem
 from dataflex_rl.backends.verl.probe_settings import ProbeSettings, check_selection_options, probe_memory_errors
 from dataflex_rl.backends.verl.rollout import RESULT_SETTINGS, RolloutSettings
@@ -182,13 +182,10 @@ class VerlBackend:
 
         tokens, source = ((prompt_cap["tokens"], prompt_cap["source"]) if prompt_cap
                           else (DEFAULT_PROMPT_TOKENS, "verl's data.max_prompt_length"))
-        problem = context_problem(model.path or "", tokens + training.max_new_tokens,
-                                  f"{tokens} prompt tokens ({source}) + training.max_new_tokens "
-                                  f"{training.max_new_tokens}")
-        if problem is None:
-            return []
-        return [f"{key} rollout: {problem[0]}; set training.max_new_tokens to at most {problem[1] - tokens}"
-                if problem[1] > tokens else f"{key} rollout: {problem[0]}; train a model with more positions"]
+        refusal = context_refusal(model.path or "", prompt_tokens=tokens, prompt=f"{tokens} prompt tokens ({source})",
+                                  answer_key="training.max_new_tokens", answer_tokens=training.max_new_tokens,
+                                  use="train")
+        return [f"{key} rollout: {refusal}"] if refusal else []
 
     @staticmethod
     def _heads_problem(model: ModelSpec, size: int) -> str | None:
@@ -238,14 +235,12 @@ class VerlBackend:
         gpus = int(resources.get("gpu") or 0)
         if gpus >= 1:
             heads = self._heads_problem(model, gpus)
-            context = context_problem(model.path or "", PROMPT_TOKENS + max_new_tokens,
-                                      f"the scorer's {PROMPT_TOKENS} prompt tokens + evaluation.max_new_tokens "
-                                      f"{max_new_tokens}")
-            fix = (f"set evaluation.max_new_tokens to at most {context[1] - PROMPT_TOKENS}"
-                   if context and context[1] > PROMPT_TOKENS else "score a model with more positions")
+            context = context_refusal(model.path or "", prompt_tokens=PROMPT_TOKENS,
+                                      prompt=f"the scorer's {PROMPT_TOKENS} prompt tokens",
+                                      answer_key="evaluation.max_new_tokens", answer_tokens=max_new_tokens, use="score")
             return ([f"resources of rule score: gpu={gpus}, the tensor_parallel_size of {key}'s vLLM scoring engine, "
                      f"{heads}; give the score rule one of them (profile set-resources or --set-resources "
-                     f"score:gpu=...)"] if heads else []) + ([f"{key} scoring: {context[0]}; {fix}"] if context else [])
+                     f"score:gpu=...)"] if heads else []) + ([f"{key} scoring: {context}"] if context else [])
         return [f"resources of rule score: gpu={resources.get('gpu', 0)}, but {key} (backend verl) is scored with "
                 f"vLLM on GPUs; give the score rule gpu ≥ 1 (its default is {JOB_RESOURCES['score']['gpu']}: remove "
                 f"the override from the profile's set-resources or --set-resources)"]

@@ -72,11 +72,16 @@ def model_context(path: str) -> Context | None:
     return context
 
 
-def context_problem(path: str, needed: int, parts: str) -> tuple[str, int] | None:
-    """Why an engine of `needed` tokens (`parts`: what they are made of) cannot start on the model at `path`, and
-    the model's positions; None where it can or the model's files cannot be read here."""
+def context_refusal(path: str, *, prompt_tokens: int, prompt: str, answer_key: str, answer_tokens: int,
+                    use: str) -> str | None:
+    """Why vLLM refuses an engine of `prompt_tokens` (`prompt` says what they are) + `answer_tokens` (the setting
+    `answer_key`) on the model at `path`, and the fix (`use`: what the study does with the model, for the fix when
+    the prompts alone fill it); None where vLLM accepts it or the model's files cannot be read here."""
+    needed = prompt_tokens + answer_tokens
     context = model_context(path)
     if context is None or needed <= context.tokens:
         return None
-    return (f"vLLM's max_model_len {needed} ({parts}) is more than the {context.tokens} positions of {path!r} "
-            f"({context.source}), which vLLM refuses at engine start", context.tokens)
+    room = context.tokens - prompt_tokens
+    fix = f"set {answer_key} to at most {room}" if room > 0 else f"{use} a model with more positions"
+    return (f"vLLM's max_model_len {needed} ({prompt} + {answer_key} {answer_tokens}) is more than the "
+            f"{context.tokens} positions of {path!r} ({context.source}), which vLLM refuses at engine start; {fix}")

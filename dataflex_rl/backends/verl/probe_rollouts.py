@@ -17,7 +17,7 @@ import sys
 from typing import Any, Sequence
 
 from dataflex_rl.backends.verl.rollout import RolloutSettings
-from dataflex_rl.backends.verl.vllm_requests import request_seed
+from dataflex_rl.backends.verl.vllm_requests import completions, request_seed
 
 
 def engine_arguments(model_dir: str, *, max_new_tokens: int, prompt_tokens: int, rollout: RolloutSettings,
@@ -62,8 +62,7 @@ class VllmSampler:
                                                       seed=request_seed(seed, prompt),
                                                       stop_token_ids=self.stop_token_ids)) for prompt in prompts]
         outputs = self.engine.generate([{"prompt_token_ids": list(p)} for p in prompts], params, use_tqdm=False)
-        return [[list(completion.token_ids) for completion in sorted(output.outputs, key=lambda c: c.index)]
-                for output in outputs]
+        return [[list(completion.token_ids) for completion in completions(output)] for output in outputs]
 
     def release(self) -> None:
         if self.sleeps and not self.asleep:

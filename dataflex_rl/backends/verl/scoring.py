@@ -14,7 +14,7 @@ import sys
 from typing import Any, Mapping, Sequence
 
 from dataflex_rl.backends.base import Answer
-from dataflex_rl.backends.verl.vllm_requests import request_seed
+from dataflex_rl.backends.verl.vllm_requests import completions, request_seed
 from dataflex_rl.corpus.turn_end import stop_token_ids
 
 BATCH_INVARIANT = "VLLM_BATCH_INVARIANT"
@@ -121,6 +121,6 @@ class VllmGenerator:
                                                            samples=samples)) for prompt in ids]
         outputs = engine.generate([{"prompt_token_ids": prompt} for prompt in ids], params)
         run = {"vllm_version": vllm.__version__, "tensor_parallel_size": self.gpus}
-        completions = [sorted(out.outputs, key=lambda completion: completion.index) for out in outputs]
+        ordered = [completions(out) for out in outputs]
         return [Answer(own[sample].text, len(own[sample].token_ids), {"finish_reason": own[sample].finish_reason, **run})
-                for sample in range(samples) for own in completions]
+                for sample in range(samples) for own in ordered]

@@ -1,5 +1,5 @@
-"""The seed of each vLLM request, shared by scoring (scoring.py) and the selection round's sampler
-(probe_rollouts.py).
+"""The seed of each vLLM request and the order of its completions, shared by scoring (scoring.py) and the selection
+round's sampler (probe_rollouts.py).
 
 vLLM gives every seeded request its own random generator, seeded by the request's seed, and the n completions of a
 request the seeds seed, seed + 1, … (vLLM: v1/engine/parallel_sampling.py, ParentRequest, "Each child gets a clone with
@@ -21,3 +21,9 @@ def request_seed(seed: int, prompt_ids: Sequence[int]) -> int:
     """The seed of the request that samples `prompt_ids` under the job's (or stream's) `seed`."""
     text = f"{seed}:{','.join(str(int(token)) for token in prompt_ids)}"
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little") % (1 << SEED_BITS)
+
+
+def completions(output) -> list:
+    """A request's n completions (vllm.RequestOutput.outputs) in sample order, by their `index`: sample j is the one
+    vLLM seeded seed + j."""
+    return sorted(output.outputs, key=lambda completion: completion.index)
