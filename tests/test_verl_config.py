@@ -122,6 +122,15 @@ def test_the_rollout_block_reaches_verls_rollout_config(tmp_path):
     assert (rollout.tensor_model_parallel_size, rollout.gpu_memory_utilization, rollout.enforce_eager) == (2, 0.3, True)
 
 
+def test_a_prompt_selections_validation_rows_reach_verls_train_files_after_the_corpus(tmp_path):
+    files = RunFiles.in_state(tmp_path)
+    overrides = run_overrides("m", GRPOSettings(), 1, gpus=1, cpus=2, files=files, attention="sdpa", validation=True)
+    assert verl_config.refusal(overrides) is None
+    assert list(verl_config.compose(overrides).data.train_files) == [str(files.train_file), str(files.validation_file)]
+    plain = verl_config.compose(run_overrides("m", GRPOSettings(), 1, gpus=1, cpus=2, files=files, attention="sdpa"))
+    assert plain.data.train_files == str(files.train_file)
+
+
 def test_verl_refuses_an_unknown_key_naming_it(tmp_path):
     overrides = run_overrides("m", GRPOSettings(), 1, gpus=1, cpus=2, files=RunFiles.in_state(tmp_path),
                               attention="sdpa")

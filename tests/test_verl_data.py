@@ -3,6 +3,7 @@ and a train job up to the `main_ppo` subprocess (its files, its refusal on failu
 the final checkpoint handed on)."""
 import importlib.util
 import json
+import re
 import os
 import shutil
 from pathlib import Path
@@ -17,7 +18,8 @@ from dataflex_rl.backends.embedded.rewards import rollout_rewards
 from dataflex_rl.backends.verl.dataset import write_verl_corpus
 from dataflex_rl.backends.verl.checkpoints import TRACKER_FILE, remove_superseded_checkpoints
 from dataflex_rl.backends.verl.job import VerlRunJob
-from dataflex_rl.backends.verl.launch import VerlRunError, metrics_frame, read_verl_metrics, run_verl, train_verl_run
+from dataflex_rl.backends.verl.launch import (LoggedStep, VerlRunError, metrics_frame, read_verl_metrics, run_verl,
+                                             train_verl_run)
 from dataflex_rl.backends.verl.reward import compute_score
 from dataflex_rl.backends.model_spec import ModelSpec
 from dataflex_rl.study.config_checks import model_errors, policy_errors
@@ -185,6 +187,42 @@ def test_verls_metrics_become_ours_with_a_resumed_attempt_winning(tmp_path):
     assert (frame["method"] == "topk").all() and (frame["seed"] == 7).all() and (frame["attention"] == "sdpa").all()
     with pytest.raises(VerlRunError, match=r"lack global steps \[5\] of 1..5"):
         metrics_frame(steps, 5, "topk", 7, "sdpa")
+
+
+def _attempts(*spans):
+    """Logged steps as read_verl_metrics gives them: attempt i (from 1) logged the steps of spans[i - 1]."""
+    return {step: LoggedStep({**_verl_step(step, attempt), "timing_s/step": 30.0 + step},
+                             Path(f"verl_metrics.attempt{attempt}.jsonl"))
+            for attempt, span in enumerate(spans, 1) for step in span}
+
+
+@pytest.mark.parametrize("spans, last, tracked, unlogged", [
+    (([1, 2], [4, 5]), 5, 5, [3]),  # killed between step 3's checkpoint and its log; the resume started at 4
+    (([1, 2, 3, 4],), 5, 5, [5]),  # killed after the final checkpoint: the rerun does not start verl again
+    (([1], [3], [5]), 5, 5, [2, 4]),  # two such kills
+    (([2, 3],), 3, 3, [1]),  # the first step's log lost; the next attempt resumed from its checkpoint
+], ids=["middle", "final", "twice", "first"])
+def test_a_step_checkpointed_but_never_logged_is_written_as_missing_with_a_warning(spans, last, tracked, unlogged,
+                                                                                   capsys):
+    frame = metrics_frame(_attempts(*spans), last, "topk", 7, "sdpa", tracked=tracked)
+    assert frame["step"].tolist() == list(range(last))
+    lost = frame["step"].isin([step - 1 for step in unlogged])
+    assert frame.loc[lost, ["pg_loss", "kl", "grad_norm", "seconds", "mean_reward"]].isna().all(axis=None)
+    assert frame.loc[~lost, "seconds"].tolist() == [30.0 + step for step in range(1, last + 1) if step not in unlogged]
+    warned = capsys.readouterr().err
+    assert all(f"lack global step {step}, which it checkpointed and was stopped before logging" in warned
+               for step in unlogged)
+
+
+@pytest.mark.parametrize("spans, last, tracked, missing", [
+    (([1, 2, 4, 5],), 5, 5, "[3]"),  # a gap inside one attempt's log: not a kill
+    (([1, 2], [5, 6]), 6, 6, "[3, 4]"),  # two steps lost between attempts: verl resumes from one checkpoint
+    (([1, 2, 3, 4],), 5, None, "[5]"),  # the last step unlogged, and no checkpoint of it
+    (([1, 2, 3, 4],), 5, 4, "[5]"),
+], ids=["gap", "two-between", "no-checkpoint", "tracker-behind"])
+def test_other_missing_steps_are_still_refused(spans, last, tracked, missing):
+    with pytest.raises(VerlRunError, match=re.escape(f"lack global steps {missing} of 1..{last}")):
+        metrics_frame(_attempts(*spans), last, "topk", 7, "sdpa", tracked=tracked)
 
 
 @pytest.mark.parametrize("renamed", ["actor/kl_loss", "actor/pg_clipfrac", "response_length/mean"])

@@ -32,6 +32,8 @@ from dataflex_rl.backends.embedded.model import build_model, save_model, train_t
 from dataflex_rl.backends.embedded.settings import ModelShape  # noqa: E402
 from dataflex_rl.backends.verl import plugin, registration  # noqa: E402
 from dataflex_rl.backends.verl.job import VerlRunJob  # noqa: E402
+from dataflex_rl.backends.verl.overrides import RunFiles, run_overrides  # noqa: E402
+from dataflex_rl.training.recipe import GRPOSettings  # noqa: E402
 from dataflex_rl.backends.verl.checkpoints import TRACKER_FILE  # noqa: E402
 from dataflex_rl.backends.verl.trainer import (DEBUG_DUMP_VARIABLE, DRIVER_STATE_FILE,  # noqa: E402
                                                DataflexTrainer)
@@ -59,12 +61,12 @@ def model_dir(tmp_path_factory):
     return root
 
 
-def _corpus_parquet(path, domains=DOMAINS):
-    rows = [{"data_source": f"source_{domain}", "prompt": [{"role": "user", "content": f"question {row}"}],
+def _corpus_parquet(path, domains=DOMAINS, start=0, text="question"):
+    rows = [{"data_source": f"source_{domain}", "prompt": [{"role": "user", "content": f"{text} {row}"}],
              "ability": domain, "reward_model": {"style": "rule", "ground_truth": str(row)},
              "extra_info": {"row": row, "id": f"id{row}", "domain": domain, "answer_format": "number",
                             "metadata": "{}", "noise_p": None},
-             "domain": domain} for row, domain in enumerate(domains)]
+             "domain": domain} for row, domain in enumerate(domains, start)]
     pd.DataFrame(rows).to_parquet(path)
     return path
 
@@ -74,11 +76,11 @@ def corpus(tmp_path_factory):
     return _corpus_parquet(tmp_path_factory.mktemp("corpus") / "train.parquet")
 
 
-def _config(tmp_path, model_dir, train_file, method, mode="dataflex_rl", seed=7):
+def _config(tmp_path, model_dir, train_file, method, mode="dataflex_rl", seed=7, train_files=None):
     job = VerlRunJob(method=method, seed=seed, train_file=str(train_file), rollouts=ROLLOUTS).write(
         tmp_path / "job.json")
     overrides = [f"trainer.v1.trainer_mode={mode}", f"actor_rollout_ref.model.path={model_dir}",
-                 f"data.train_files={train_file}", f"data.val_files={train_file}",
+                 f"data.train_files={train_files or train_file}", f"data.val_files={train_file}",
                  f"data.train_batch_size={PROMPTS}", f"actor_rollout_ref.rollout.n={ROLLOUTS}",
                  "algorithm.adv_estimator=grpo", "data.dataloader_num_workers=0",
                  "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean",
@@ -287,6 +289,25 @@ def test_a_dataset_out_of_corpus_order_is_refused(tmp_path, model_dir):
                        ) as refused:
         trainer._next_train_batch()
     _assert_documented(str(refused.value).split("): ", 1)[1])
+
+
+def test_verls_dataset_holds_a_prompt_selections_validation_rows_after_the_corpus_rows(tmp_path, model_dir, corpus):
+    """The validation_set policy keeps validation rows (numbered after the corpus's); the train job's data.train_files
+    (overrides.train_files) gives verl both files, so each kept row is that row of verl's dataset."""
+    files = RunFiles(train_file=corpus, job_file=tmp_path / "job.json", checkpoint_dir=tmp_path / "ckpt")
+    _corpus_parquet(files.validation_file, ["math"] * 5, start=len(DOMAINS), text="validation question")
+    override = next(o for o in run_overrides("m", GRPOSettings(), 1, gpus=1, cpus=2, files=files, attention="sdpa",
+                                             validation=True) if o.startswith("data.train_files="))
+    baseline = MethodSpec("baseline", "baseline", {}, Family.none)
+    trainer = _trainer(_config(tmp_path, model_dir, corpus, baseline, train_files=override.split("=", 1)[1]))
+    assert len(trainer.train_dataset) == len(DOMAINS) + 5
+    for row in (0, len(DOMAINS) - 1, len(DOMAINS), len(DOMAINS) + 4):
+        assert trainer._dataset_row(row)["extra_info"]["row"] == row
+    row = len(DOMAINS) + 2
+    assert trainer._dataset_row(row)["raw_prompt"][0]["content"] == f"validation question {row}"
+    corpus_only = _trainer(_config(tmp_path, model_dir, corpus, baseline))
+    with pytest.raises(RuntimeError, match=f"corpus row {len(DOMAINS)} is not row"):
+        corpus_only._dataset_row(len(DOMAINS))
 
 
 # --- the write-back maths, by hand ------------------------------------------------------------------------------

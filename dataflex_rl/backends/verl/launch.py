@@ -19,8 +19,9 @@ from typing import Any, Mapping, NamedTuple, Sequence
 import pandas as pd
 
 from dataflex_rl.artefacts.atomic import atomic_directory, remove_partial_writes, write_parquet
-from dataflex_rl.backends.verl.checkpoints import remove_superseded_checkpoints
+from dataflex_rl.backends.verl.checkpoints import remove_superseded_checkpoints, tracked_step
 from dataflex_rl.backends.verl.dataset import verl_frame, write_verl_corpus
+from dataflex_rl.backends.verl.gpu_memory import check_free_in_subprocess
 from dataflex_rl.backends.verl.job import VerlRunJob
 from dataflex_rl.backends.verl.overrides import (DEFAULT_PROMPT_TOKENS, RunFiles, attention_implementation, run_overrides,
                                                  verl_command)
@@ -112,21 +113,43 @@ def attempt_files(state_dir: Path) -> list[Path]:
     return sorted(Path(state_dir).glob(METRICS_GLOB), key=lambda p: int(p.stem.split("attempt")[-1]))
 
 
+def unlogged_checkpoints(steps: Mapping[int, LoggedStep], last_step: int, tracked: int | None) -> list[int]:
+    """The steps verl checkpointed and was stopped before logging: verl saves a step's checkpoint, tracker included,
+    before it logs the step's metrics (verl: trainer/ppo/v1/trainer_base.py:481-485 saves, :514 logs), and a resumed
+    attempt starts after the checkpoint, so a kill in between leaves that step unlogged for good. A missing step is
+    one of them where its attempt's log ends just before it (or it is step 1) and it is the checkpoint that the next
+    attempt resumed from (its first logged step is the next one) or the one verl's tracker names (`tracked`)."""
+    by_attempt: dict[Path, list[int]] = {}
+    for step, logged in steps.items():
+        by_attempt.setdefault(logged.path, []).append(step)
+    firsts = {min(logged) for logged in by_attempt.values()}
+    lasts = {max(logged) for logged in by_attempt.values()}
+    return [step for step in range(1, last_step + 1)
+            if step not in steps and (step + 1 in firsts or step == tracked) and (step == 1 or step - 1 in lasts)]
+
+
 def metrics_frame(steps: dict[int, LoggedStep], last_step: int, method: str, seed: int, attention: str,
-                  rounds: Mapping[int, Mapping[str, Any]] | None = None) -> pd.DataFrame:
+                  rounds: Mapping[int, Mapping[str, Any]] | None = None, tracked: int | None = None) -> pd.DataFrame:
     """Our per-step metrics from verl's: step counted from 0 as in the embedded trainer (verl's global step 1 is
     step 0), the policy driver's columns without their prefix, the verl values we name (VERL_METRICS), and the
     attention implementation the run trained with. Every step 1..last_step must be there, with every VERL_METRICS
-    key. `rounds`: a prompt selection's round metrics by the step that opened the round (selection_rounds.py), put
-    on that step's row, whose `seconds` then include the round's selection phases, as the embedded trainer's first
-    step of a round does (report/selection.py takes a round's training time as its steps' seconds less those)."""
-    missing = [step for step in range(1, last_step + 1) if step not in steps]
+    key, except a step checkpointed and never logged (`unlogged_checkpoints`, given the step verl's tracker names:
+    `tracked`), whose metrics are written as missing (NaN), with a warning. `rounds`: a prompt selection's round
+    metrics by the step that opened the round (selection_rounds.py), put on that step's row, whose `seconds` then
+    include the round's selection phases, as the embedded trainer's first step of a round does (report/selection.py
+    takes a round's training time as its steps' seconds less those)."""
+    unlogged = unlogged_checkpoints(steps, last_step, tracked)
+    for step in unlogged:
+        print(f"warning: verl's metrics lack global step {step}, which it checkpointed and was stopped before logging "
+              f"(a kill between its checkpoint and its log line); its metrics are written as missing (NaN)",
+              file=sys.stderr, flush=True)
+    missing = [step for step in range(1, last_step + 1) if step not in steps and step not in unlogged]
     if missing:
         raise VerlRunError(f"verl's metrics lack global steps {missing[:5]}{' ...' if len(missing) > 5 else ''} of "
                            f"1..{last_step}; the run did not log every step — rerun the train job")
     rows = []
     for step in range(1, last_step + 1):
-        data, path = steps[step]
+        data, path = steps.get(step) or LoggedStep(dict.fromkeys(VERL_METRICS.values(), float("nan")), None)
         absent = [theirs for theirs in VERL_METRICS.values() if theirs not in data]
         if absent:
             raise VerlRunError(f"{path}: global step {step} lacks verl's metric(s) {absent}, which "
@@ -169,7 +192,8 @@ def write_metrics(state_dir: Path, out_metrics, last_step: int, method: str, see
     rounds = None
     if steps_per_round:
         rounds = {index * steps_per_round: record for index, record in round_metrics(state_dir).items()}
-    frame = metrics_frame(read_verl_metrics(attempt_files(state_dir)), last_step, method, seed, attention, rounds)
+    frame = metrics_frame(read_verl_metrics(attempt_files(state_dir)), last_step, method, seed, attention, rounds,
+                          tracked_step(RunFiles.in_state(state_dir).checkpoint_dir))
     write_parquet(out_metrics, frame)
 
 
@@ -197,11 +221,13 @@ def train_verl_run(model_path: str, *, corpus, method: MethodSpec, seed: int, tr
     prompt_tokens = token_caps.prompt["tokens"] if token_caps else DEFAULT_PROMPT_TOKENS
 
     def train_to(settings: GRPOSettings) -> None:
+        check_free_in_subprocess(rollout_engine.gpu_memory_utilization,
+                                 "verl's rollout (vLLM at the model's rollout.gpu_memory_utilization)")
         stops = write_rollout_generation_config(model_path, files.generation_config_dir)
         print(f"rollouts stop at token ids {stops} ({files.generation_config_dir})", file=sys.stderr, flush=True)
         run_verl(run_overrides(model_path, settings, seed, gpus=gpus, cpus=cpus, files=files, attention=attention,
                                rollout_engine=rollout_engine, prompt_tokens=prompt_tokens,
-                               experiment=f"{method.name}-seed{seed}"), state_dir)
+                               experiment=f"{method.name}-seed{seed}", validation=bool(validation)), state_dir)
 
     steps_per_round = None
     if method.family.needs_probe:

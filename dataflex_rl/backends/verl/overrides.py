@@ -68,11 +68,22 @@ def _attention(implementation: str) -> list[str]:
             "actor_rollout_ref.model.use_remove_padding=False"]
 
 
+def train_files(files: RunFiles, validation: bool) -> str:
+    """verl's `data.train_files`: the corpus rows, then a prompt selection's own validation rows where it has them.
+    verl reads the files in order into one dataset (verl: utils/dataset/rl_dataset.py:169-180), so row i of it is
+    the driver's row i, validation rows included: the validation_set policy trains on them."""
+    if not validation:
+        return str(files.train_file)
+    return "[" + ",".join(f"'{path}'" for path in (files.train_file, files.validation_file)) + "]"
+
+
 def run_overrides(model_path: str, training: GRPOSettings, seed: int, *, gpus: int, cpus: int, files: RunFiles,
                   attention: str, rollout_engine: RolloutSettings = RolloutSettings(),
-                  prompt_tokens: int = DEFAULT_PROMPT_TOKENS, experiment: str = "run") -> list[str]:
+                  prompt_tokens: int = DEFAULT_PROMPT_TOKENS, experiment: str = "run",
+                  validation: bool = False) -> list[str]:
     """The override list for one (model, method, seed) run on one node of `gpus` GPUs and `cpus` CPUs, its vLLM
-    engine set by the model's `rollout_engine` settings."""
+    engine set by the model's `rollout_engine` settings. `validation`: the train job wrote the prompt selection's own
+    validation rows (RunFiles.validation_file), which verl's dataset then holds after the corpus rows."""
     actor = "actor_rollout_ref.actor"
     rollout = "actor_rollout_ref.rollout"
     return [
@@ -109,7 +120,7 @@ def run_overrides(model_path: str, training: GRPOSettings, seed: int, *, gpus: i
         f"{rollout}.log_prob_micro_batch_size_per_gpu={MICRO_BATCH_PER_GPU}",
         f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={MICRO_BATCH_PER_GPU}",
         # data: the trainer draws each step's prompts through the policy driver; verl's loader only holds the rows
-        f"data.train_files={files.train_file}",
+        f"data.train_files={train_files(files, validation)}",
         f"data.val_files={files.train_file}",
         f"data.train_batch_size={training.prompts_per_step}",
         f"data.max_prompt_length={prompt_tokens}",

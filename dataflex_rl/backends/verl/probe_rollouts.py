@@ -9,13 +9,15 @@ The temperature is the round's (the method's `score_temperature`, by default the
 stream's seed its own, each prompt's request seeded from it and its tokens (vllm_requests.request_seed). Between
 sampling passes the engine sleeps (level 1: weights to CPU memory, KV cache dropped), so that the backward passes
 have the GPU, where the platform has sleep mode (vLLM: CUDA, ROCm and XPU); elsewhere (vLLM's CPU build) the engine
-keeps its memory, and says so once.
+keeps its memory, and says so once. Before the engine starts and before each wake-up, the GPUs it maps must have its
+memory share free (gpu_memory.check_free), or the round stops naming the processes that hold them.
 """
 from __future__ import annotations
 
 import sys
 from typing import Any, Sequence
 
+from dataflex_rl.backends.verl.gpu_memory import check_free
 from dataflex_rl.backends.verl.rollout import RolloutSettings
 from dataflex_rl.backends.verl.vllm_requests import completions, request_seed
 
@@ -46,6 +48,8 @@ class VllmSampler:
         if not self.sleeps:
             print(f"vLLM on {current_platform.device_type}: no sleep mode on this platform, so the round's engine "
                   f"keeps its memory while the gradients run", file=sys.stderr)
+        self.memory_share, self.engine_gpus = rollout.gpu_memory_utilization, rollout.tensor_parallel_size
+        check_free(self.memory_share, "the selection round's vLLM engine", self.engine_gpus)
         self.engine = LLM(**engine_arguments(model_dir, max_new_tokens=max_new_tokens, prompt_tokens=prompt_tokens,
                                              rollout=rollout, seed=seed, sleep_mode=self.sleeps))
         self.asleep = False
@@ -55,6 +59,7 @@ class VllmSampler:
         from vllm import SamplingParams
 
         if self.asleep:
+            check_free(self.memory_share, "vLLM's wake-up after the round's backward passes", self.engine_gpus)
             self.engine.wake_up()
             self.asleep = False
         params = [SamplingParams(**sampling_arguments(samples=samples, temperature=temperature,

@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 
 from dataflex_rl.backends.verl import probe_gradients
+from dataflex_rl.backends.verl.gpu_memory import release_cached
 from dataflex_rl.backends.verl.probe_gradients import GroupTokens
 from dataflex_rl.prompt_selection.gradients import ParameterLayout
 from dataflex_rl.prompt_selection.scores import Alignment
@@ -28,17 +29,19 @@ Result = TypeVar("Result")
 def replicas(model: torch.nn.Module, devices: Sequence[str]) -> Iterator[list[torch.nn.Module]]:
     """`model` (on the CPU between passes) moved to the first device, and a copy of it on each other device, copied
     there from the first one at a time: the first GPU briefly holds two replicas (4 bytes a parameter, below the 12 of
-    the backward passes that follow: probe_settings) and the host none. Afterwards the copies are dropped and `model`
-    is back on the CPU."""
-    copies = []
+    the backward passes that follow: probe_settings) and the host none. Afterwards the yielded list is emptied (the
+    caller's name for it holds no replica), `model` is back on the CPU and every device's cached memory is handed
+    back (gpu_memory.release_cached), so that vLLM's wake-up finds it free."""
+    held: list[torch.nn.Module] = []
     try:
-        first = model.to(devices[0])
+        held.append(model.to(devices[0]))
         for device in devices[1:]:
-            copies.append(copy.deepcopy(first).to(device))
-        yield [first, *copies]
+            held.append(copy.deepcopy(held[0]).to(device))
+        yield held
     finally:
-        copies.clear()
+        held.clear()
         model.to("cpu")
+        release_cached(devices)
 
 
 def shares(count: int, parts: int) -> list[list[int]]:

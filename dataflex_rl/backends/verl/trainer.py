@@ -118,14 +118,15 @@ class DataflexTrainer(PPOTrainerSync):
         selector.load_state_dict(read_round(path)["selection"])
 
     def _dataset_row(self, row: int) -> dict:
-        """Row `row` of verl's train dataset, which must be the corpus row of that index (the driver's rows index
-        the corpus parquet; verl drops rows when it filters overlong prompts)."""
+        """Row `row` of verl's train dataset, which must be the row of that index (the driver's rows index the corpus
+        parquet, then the job's validation rows: overrides.train_files; verl drops rows when it filters overlong
+        prompts)."""
         item = self.train_dataset[row] if row < len(self.train_dataset) else None
         if item is None or item["extra_info"]["row"] != row:
             raise RuntimeError(f"{self.job.train_file}: corpus row {row} is not row {row} of verl's train dataset "
                                f"({len(self.train_dataset)} rows, corpus {len(self.row_domains)}): verl must read "
-                               f"the job's train file whole and in order; set data.filter_overlong_prompts=False and "
-                               f"data.train_files to it")
+                               f"the job's train file whole and in order, then its validation file where it has one; "
+                               f"set data.filter_overlong_prompts=False and data.train_files to those files")
         return item
 
     # --- the data policy's weights ---------------------------------------------------------------------------------
