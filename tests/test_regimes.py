@@ -326,3 +326,61 @@ def test_resuming_a_noisy_reward_run_reproduces_its_rewards(tiny, tmp_path):
         assert torch.equal(x, y), name
     clean = _trainer(root, corpus, steps=4).train(tmp_path / "clean", progress=False)
     assert not clean["mean_reward"].equals(expected["mean_reward"])  # the marked prompts did change the rewards
+
+
+def test_the_solve_rate_job_resumes_from_its_saved_parts_after_a_kill(tiny, tmp_path, monkeypatch):
+    """The job (study.jobs.measure_base_solve_rates) measures the corpus in parts of the backend's solve_rate_part
+    prompts, each saved as it finishes: killed in its third part, a retry measures only the parts not saved and writes
+    the rates of an uninterrupted run byte for byte; a changed setting reuses nothing; the parts go once the output
+    is written."""
+    from dataflex_rl.artefacts.provenance import write_provenance
+    from dataflex_rl.backends.embedded.backend import EmbeddedBackend
+    from dataflex_rl.evaluate.shards import STATE
+    from dataflex_rl.study import jobs
+
+    root, corpus = tiny
+    items = corpus.head(10)
+    items.to_parquet(tmp_path / "corpus.parquet")
+    write_provenance(root / "base" / "provenance.json", {"model": "tiny"}, [root / "base"])
+    job = {"model": EmbeddedBackend().model_settings({}), "template": TEMPLATE,
+           "sampling": {"rollouts": 4, "temperature": 1.0, "max_new_tokens": 8}}
+    monkeypatch.setattr(EmbeddedBackend, "solve_rate_part", 4)  # 10 prompts: parts of 4, 4 and 2
+    measured = []
+    real = jobs.measure_solve_rates
+
+    def killed_in_third_part(generator, part, *args, **kwargs):
+        measured.append(list(part["id"]))
+        if len(measured) == 3 and kill:
+            raise KeyboardInterrupt("killed")
+        return real(generator, part, *args, **kwargs)
+
+    monkeypatch.setattr(jobs, "measure_solve_rates", killed_in_third_part)
+
+    def run(out, sampling=job["sampling"]):
+        jobs.measure_base_solve_rates({**job, "sampling": sampling}, base=root / "base",
+                                      corpus=tmp_path / "corpus.parquet", out=out)
+
+    kill = False
+    run(tmp_path / "whole" / "rates.parquet")
+    assert [len(ids) for ids in measured] == [4, 4, 2] and not any((tmp_path / "whole" / STATE).iterdir())
+    measured.clear()
+    kill = True
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path / "resumed" / "rates.parquet")
+    assert len(list((tmp_path / "resumed" / STATE).glob("rates.*.part*of3.parquet"))) == 2
+    kill = False
+    measured.clear()
+    run(tmp_path / "resumed" / "rates.parquet")
+    assert measured == [list(items["id"][8:])]  # the first two parts were reused, the third measured
+    assert (tmp_path / "resumed" / "rates.parquet").read_bytes() == (tmp_path / "whole" / "rates.parquet").read_bytes()
+    assert not any((tmp_path / "resumed" / STATE).iterdir())
+    rates = pd.read_parquet(tmp_path / "whole" / "rates.parquet")
+    assert list(rates["id"]) == sorted(items["id"][:4]) + sorted(items["id"][4:8]) + sorted(items["id"][8:])
+    assert all(rate * 4 == int(rate * 4) for rate in rates["solve_rate"])
+    kill, measured[:] = True, []
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path / "changed" / "rates.parquet")
+    kill, measured[:] = False, []
+    run(tmp_path / "changed" / "rates.parquet", {**job["sampling"], "temperature": 0.7})  # another key: nothing reused
+    assert [len(ids) for ids in measured] == [4, 4, 2]
+    assert not any((tmp_path / "changed" / STATE).iterdir())  # the stale parts went too

@@ -156,9 +156,10 @@ def _samples_per_prompt(scores: pd.DataFrame) -> pd.Series:
     return scores.groupby("prompt_id")["response"].agg(lambda answers: len(set(answers)))
 
 
-def test_sampled_solve_rates_draw_distinct_samples_and_repeat_under_their_seed(generator, vllm_model, tmp_path):
-    """The solve-rate job (measure_base_solve_rates, its own engine) and a second run on another engine give the same
-    rates; the K samples of a prompt are one request of n = K, whose streams differ, while K copies of a prompt under
+def test_sampled_solve_rates_draw_distinct_samples_and_repeat_under_their_seed(generator, vllm_model, tmp_path,
+                                                                               monkeypatch):
+    """The solve-rate job (measure_base_solve_rates, its own engine, in parts of 2 prompts) and one pass on another
+    engine give the same rates; the K samples of a prompt are one request of n = K, whose streams differ, while K copies of a prompt under
     one seed decode one stream (vLLM seeds each request's generator: the seed bug that execution caught)."""
     from dataflex_rl.evaluate.scoring import score_items
     from dataflex_rl.regimes.low_utility import measure_solve_rates
@@ -167,6 +168,9 @@ def test_sampled_solve_rates_draw_distinct_samples_and_repeat_under_their_seed(g
     items = vllm_model[1].head(SAMPLED_ITEMS)
     items.to_parquet(tmp_path / "corpus.parquet")
     sampling = {"rollouts": SAMPLES, "temperature": 1.0, "max_new_tokens": 8}
+    from dataflex_rl.backends.verl.backend import VerlBackend
+
+    monkeypatch.setattr(VerlBackend, "solve_rate_part", 2)  # the job's saved parts: 3 here
     measure_base_solve_rates(_verl_job(vllm_model[0], sampling=sampling), base=None, corpus=tmp_path / "corpus.parquet",
                              out=tmp_path / "rates.parquet", gpus=1)
     job_rates = pd.read_parquet(tmp_path / "rates.parquet").set_index("id")["solve_rate"].to_dict()

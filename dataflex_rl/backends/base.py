@@ -149,6 +149,10 @@ class RunBackend(Protocol):
     build_base_model: BaseModelBuilder | None
     merge: Merger | None
     open_probe: ProbeOpener | None
+    # Prompts per saved part of a solve-rate job (dataflex_rl.study.jobs.measure_base_solve_rates), which a retry
+    # reuses; None: the whole corpus in one, for a generator whose samples of all prompts come from one stream (the
+    # parts would then change the rates).
+    solve_rate_part: int | None
 
     def train(self, job: TrainJob, *, base, corpus, out_model, out_metrics, state_dir, threads: int,
               token_caps: TokenCaps | None, gpus: int) -> dict[str, Any]:

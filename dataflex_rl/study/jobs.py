@@ -9,6 +9,7 @@ the model's backend through its typed job spec (dataflex_rl.backends.base), and 
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -17,6 +18,7 @@ import pandas as pd
 from dataflex_rl.artefacts.atomic import atomic_directory, write_parquet
 from dataflex_rl.backends.base import BaseModelJob, TrainJob
 from dataflex_rl.backends.registry import get_backend
+from dataflex_rl.evaluate import shards
 from dataflex_rl.evaluate.scoring import score_benchmarks
 from dataflex_rl.artefacts.layout import PROVENANCE
 from dataflex_rl.artefacts.provenance import inputs_metadata, plain_input, state_key, verified_input, write_provenance
@@ -47,15 +49,34 @@ def build_base_model(job: Mapping[str, Any], settings: Mapping[str, Any], *, cor
 def measure_base_solve_rates(job: Mapping[str, Any], *, base, corpus, out, threads: int = 1, gpus: int = 0) -> None:
     """The untrained base's solve rate per corpus prompt (`job["sampling"]`: K samples, temperature, answer length),
     written as a parquet of (id, solve_rate): the low_utility regime's input, with the sha256 of the corpus and base
-    it read in its metadata."""
+    it read in its metadata. The corpus is measured in parts of the backend's `solve_rate_part` prompts (each part's
+    draws seeded as one pass's are), each kept as a shard (evaluate.shards.part_path, keyed by the job and its inputs) that a
+    retry after a kill or a requeue reuses; the shards go once the output is written."""
     inputs = {"corpus": plain_input(corpus), **_base_input(base)}  # a damaged base is refused, naming the file
-    generator = get_backend(job["model"]["backend"]).open_generator(job["model"], model_dir=base, threads=threads,
-                                                                    gpus=gpus)
-    sampling = job["sampling"]
-    rates = measure_solve_rates(generator, pd.read_parquet(corpus), job["template"], samples=sampling["rollouts"],
-                                temperature=sampling["temperature"], max_new_tokens=sampling["max_new_tokens"])
-    write_parquet(out, pd.DataFrame({"id": list(rates), "solve_rate": list(rates.values())}),
+    backend = get_backend(job["model"]["backend"])
+    rows = pd.read_parquet(corpus)
+    size = backend.solve_rate_part or max(1, len(rows))
+    starts = range(0, len(rows), size)
+    key, sampling, generator, measured = state_key(job, inputs), job["sampling"], None, {}
+    for part, start in enumerate(starts):
+        path = shards.part_path(out, key, part, len(starts))
+        if path.exists():
+            print(f"solve rates, part {part + 1} of {len(starts)}: reusing {path} (an earlier attempt measured it)",
+                  file=sys.stderr, flush=True)
+        else:
+            generator = generator or backend.open_generator(job["model"], model_dir=base, threads=threads, gpus=gpus)
+            began = time.monotonic()
+            rates = measure_solve_rates(generator, rows.iloc[start:start + size], job["template"],
+                                        samples=sampling["rollouts"], temperature=sampling["temperature"],
+                                        max_new_tokens=sampling["max_new_tokens"])
+            write_parquet(path, pd.DataFrame({"id": list(rates), "solve_rate": list(rates.values())}))
+            print(f"solve rates, part {part + 1} of {len(starts)}: {len(rates)} prompts × {sampling['rollouts']} "
+                  f"samples in {time.monotonic() - began:.0f} s", file=sys.stderr, flush=True)
+        part_rates = pd.read_parquet(path)
+        measured.update(zip(part_rates["id"].map(str), part_rates["solve_rate"].map(float)))
+    write_parquet(out, pd.DataFrame({"id": list(measured), "solve_rate": list(measured.values())}),
                   metadata=inputs_metadata(inputs))
+    shards.remove_shards(out)
 
 
 def training_state(state_dir, settings: Mapping[str, Any], inputs: Mapping[str, Mapping[str, str]]) -> Path:

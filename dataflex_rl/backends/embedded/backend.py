@@ -73,6 +73,9 @@ class EmbeddedBackend:
     # A trained run's model directory already is a Hugging Face model (the trainer saves it so): nothing to merge, so
     # no merge job is planned, rather than one that copies the directory.
     merge = None
+    # its generator draws every prompt's samples from one seeded stream (generation.py), so one part: the rates a
+    # part would measure depend on the others
+    solve_rate_part = None
 
     def model_settings(self, entry: Mapping[str, Any]) -> dict[str, Any]:
         return {"backend": self.name, "shape": asdict(filled(ModelShape, entry.get("shape"))),

@@ -73,6 +73,10 @@ class VerlBackend:
     name = "verl"
     conda_env = "../envs/gpu.yaml"
     build_base_model = None  # verl loads `path` and scores it untrained like any run
+    # vLLM seeds each prompt's request from its own tokens (vllm_requests.request_seed) and scores batch-invariantly
+    # (scoring.BATCH_INVARIANT), so the parts give the rates of one pass; 512 prompts × K = 32 samples at up to 8k
+    # tokens is about an hour of one GPU, the most a kill or a requeue loses
+    solve_rate_part = 512
 
     def open_probe(self, trainer, temperature: float):
         """A selection round's probe on a round boundary of the merge-then-score loop (`trainer`:
