@@ -293,3 +293,56 @@ def test_a_verl_baseline_holds_out_the_studys_validation_rows_and_the_job_file_k
     assert 6 <= len(held_out) <= 9 and not held_out & {row for row in range(ROWS) if row % 4 == 3}
     one_pass = policy_driver(job).stream.draw(ROWS - len(held_out))  # one pass of the prompt order
     assert sorted(one_pass) == sorted(set(range(ROWS)) - held_out)
+
+
+class Exploding:
+    """A sampler that must not be asked: the round's streams are all saved."""
+
+    def sample(self, prompts, **kwargs):
+        raise AssertionError(f"sampled {len(prompts)} prompts again, though their rollouts were saved")
+
+    def release(self):
+        pass
+
+
+def test_a_resumed_round_reuses_the_rollouts_it_saved(tmp_path, word_model):
+    """Each stream is saved as it finishes (round_rollouts): a round killed after its rollouts, run again, draws
+    nothing and keeps the same rows with the same rollout metrics; a saved stream of other rows is drawn again."""
+    train_file = _corpus(tmp_path / "train.parquet")
+    job = VerlRunJob(MethodSpec("gradalign", "gradalign", OPTIONS, Family.prompt_selection), 7, str(train_file),
+                     ROLLOUTS, None, str(tmp_path / "rounds"))
+    training = GRPOSettings(steps=2, prompts_per_step=PROMPTS, rollouts=ROLLOUTS, max_new_tokens=2)
+    saved = tmp_path / "round_0.rollouts"
+    first = _boundary(word_model, train_file, job.seed)
+    first.rollouts_dir = saved
+    result = run_round(job, training, 0, first)
+    assert sorted(p.name for p in saved.iterdir()) == ["candidates_0.parquet", "validation_0.parquet"]
+    again = _boundary(word_model, train_file, job.seed)
+    again.rollouts_dir, again.sampler = saved, Exploding()
+    resumed = run_round(job, training, 0, again)
+
+    def untimed(metrics):  # as JSON: NaN equals NaN there
+        return json.dumps({key: value for key, value in metrics.items() if "seconds" not in key}, sort_keys=True)
+
+    assert resumed["selection"]["round"]["kept"] == result["selection"]["round"]["kept"]
+    assert untimed(resumed["selection"]["round"]["pending"]) == untimed(result["selection"]["round"]["pending"])
+    assert untimed(resumed["metrics"]) == untimed(result["metrics"])
+    other = VerlProbe(_boundary(word_model, train_file, job.seed), 1.0)
+    other.boundary.rollouts_dir = saved
+    drawn = other.rollouts([0, 1], 4, "candidates:0", noisy=True)  # round 0's file holds other rows
+    assert drawn.rewards.shape == (2, 4)
+
+
+def test_the_rewards_scored_in_worker_processes_are_the_serial_ones(tmp_path, word_model, monkeypatch):
+    from dataflex_rl.backends.verl import reward
+
+    boundary = _boundary(word_model, _corpus(tmp_path / "train.parquet"), 7)
+    rows = list(range(ROWS))
+    responses = [[[2], [3], [2, 4], [4]] for _ in rows]  # "a", "b", "a c", "c"
+    serial = boundary.rewards(rows, responses, noisy=True)
+    monkeypatch.setattr(reward, "POOL_MIN_RESPONSES", 1)
+    boundary.reward_workers = 2
+    assert torch.equal(boundary.rewards(rows, responses, noisy=True), serial)
+    clean = boundary.rewards(rows, responses, noisy=False)
+    assert clean[:, 0].eq(1).all() and clean[:, 1].eq(0).all()  # the verifier's reward: "a" is right
+    assert not torch.equal(serial, clean)  # the noisy rows' coin flips

@@ -215,8 +215,8 @@ def _round_spec(tmp_path: Path, vllm_model, out: Path):
 
 
 def test_the_round_runs_on_a_real_engine_and_a_resumed_run_reuses_its_file(vllm_model, tmp_path, capfd):
-    """The train job's round process (round_job: vLLM sampler, HF model for the gradients, the training reward),
-    started as run_segments starts it. On vLLM's CPU build the sampler runs without sleep mode (vLLM refuses
+    """The train job's round process (round_job: the vLLM sampler in its engine process, HF model for the gradients,
+    the training reward), started as run_segments starts it. On vLLM's CPU build the sampler runs without sleep mode (vLLM refuses
     enable_sleep_mode off CUDA, ROCm and XPU) and says so. A second pass over the segments (a requeued job) finds the
     round file and starts no engine; the round redone from scratch on a fresh engine keeps the same rows and rewards
     (every stream is seeded, each prompt's request from the stream's seed and its tokens)."""
@@ -237,7 +237,10 @@ def test_the_round_runs_on_a_real_engine_and_a_resumed_run_reuses_its_file(vllm_
                      actor_dir=lambda folder, step: folder / f"global_step_{step}" / "actor")
 
     run()
-    assert "no sleep mode on this platform" in capfd.readouterr().err
+    err = capfd.readouterr().err
+    assert "no sleep mode on this platform" in err
+    assert "selection round 0: 1 vLLM engine(s), on GPUs [None]" in err  # round_engines: one engine process
+    assert not (tmp_path / "state" / "selection_rounds" / "round_0.rollouts").exists()  # gone with the round file
     path = round_file(tmp_path / "state" / "selection_rounds", 0)
     saved, first_bytes = read_round(path), path.read_bytes()
     metrics = saved["metrics"]

@@ -4,7 +4,8 @@ LM, rollouts from a sampler with the training rollout's settings, rewards from t
 
 - Rollouts: the corpus rows' prompts rendered as verl's dataset renders them (the chat template with the generation
   prompt; verl: utils/dataset/rl_dataset.py:259-261), `samples` responses each from the sampler (vLLM on a GPU:
-  probe_rollouts.VllmSampler), seeded by (run seed, stream) as on the embedded backend; each response decoded without
+  probe_rollouts.VllmSampler, one engine per group of the job's GPUs: round_engines), seeded by (run seed, stream) as
+  on the embedded backend, and saved as each stream finishes (round_rollouts); each response decoded without
   special tokens and rewarded by `reward.compute_score`, as verl's reward manager does (verl:
   experimental/reward_loop/reward_manager/naive.py:55). A validation stream (`noisy` False) gets the verifier's
   reward whatever the row's noise mark.
@@ -16,16 +17,18 @@ LM, rollouts from a sampler with the training rollout's settings, rewards from t
 """
 from __future__ import annotations
 
+import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol, Sequence
 
 import torch
 from torch import Tensor
 
-from dataflex_rl.backends.verl import probe_shards
+from dataflex_rl.backends.verl import probe_shards, round_rollouts
 from dataflex_rl.backends.verl.probe_gradients import GroupTokens
-from dataflex_rl.backends.verl.reward import compute_score
+from dataflex_rl.backends.verl.reward import scores
 from dataflex_rl.prompt_selection.gradients import ParameterLayout
 from dataflex_rl.prompt_selection.round import ProbeRollouts, stream_seed
 from dataflex_rl.prompt_selection.scores import Alignment
@@ -54,8 +57,9 @@ class RoundBoundary:
     """The run at a round boundary: the current weights as an HF causal LM (`model`, on the CPU between gradient
     passes), its tokenizer, the rollout sampler, the corpus rows in verl's parquet schema (dataset.py: `prompt`,
     `data_source`, `reward_model`, `extra_info`), the run's seed (its rollout streams and reward noise), the devices
-    of the backward passes (one replica of the model each: probe_shards) and the responses per backward
-    (`micro_batch`)."""
+    of the backward passes (one replica of the model each: probe_shards), the responses per backward
+    (`micro_batch`), where the round's streams are saved as they finish (`rollouts_dir`: round_rollouts; None: not
+    saved) and the processes that score their rewards (`reward_workers`)."""
 
     model: torch.nn.Module
     tokenizer: Any
@@ -64,6 +68,8 @@ class RoundBoundary:
     seed: int
     devices: tuple[str, ...] = ("cpu",)
     micro_batch: int = 1
+    rollouts_dir: Path | None = None
+    reward_workers: int = 1
     prompt_ids: dict[int, list[int]] = field(default_factory=dict)
 
     def prompt(self, row: int) -> list[int]:
@@ -71,11 +77,17 @@ class RoundBoundary:
             self.prompt_ids[row] = render_prompt_ids(self.tokenizer, self.rows[row]["prompt"])
         return self.prompt_ids[row]
 
-    def reward(self, row: int, response: Sequence[int], noisy: bool) -> float:
-        item = self.rows[row]
-        extra_info = dict(item["extra_info"]) if noisy else {**item["extra_info"], "noise_p": None}
-        return float(compute_score(item["data_source"], self.tokenizer.decode(response, skip_special_tokens=True),
-                                   item["reward_model"]["ground_truth"], extra_info, seed=self.seed))
+    def rewards(self, rows: Sequence[int], responses: Sequence[Sequence[Sequence[int]]], noisy: bool) -> Tensor:
+        """[N, K] the training reward of each row's responses (reward.scores: in `reward_workers` processes for a
+        round's thousands)."""
+        calls = []
+        for row, group in zip(rows, responses, strict=True):
+            item = self.rows[row]
+            extra_info = dict(item["extra_info"]) if noisy else {**item["extra_info"], "noise_p": None}
+            calls += [(item["data_source"], self.tokenizer.decode(response, skip_special_tokens=True),
+                       item["reward_model"]["ground_truth"], extra_info) for response in group]
+        rewards = scores(calls, seed=self.seed, workers=self.reward_workers)
+        return torch.tensor(rewards, dtype=torch.float32).reshape(len(rows), -1)
 
 
 class VerlProbe:
@@ -86,10 +98,17 @@ class VerlProbe:
     def rollouts(self, rows: Sequence[int], samples: int, stream: str, noisy: bool) -> ProbeRollouts:
         b = self.boundary
         prompts = [b.prompt(row) for row in rows]
-        responses = b.sampler.sample(prompts, samples=samples, temperature=self.temperature,
-                                     seed=stream_seed(b.seed, stream))
-        rewards = torch.tensor([[b.reward(row, response, noisy) for response in group]
-                                for row, group in zip(rows, responses)], dtype=torch.float32)
+        path = round_rollouts.stream_file(b.rollouts_dir, stream) if b.rollouts_dir else None
+        saved = round_rollouts.load(path, rows, samples) if path else None
+        if saved:
+            print(f"selection round: {stream} rollouts reused from {path}", file=sys.stderr, flush=True)
+            responses, rewards = saved
+        else:
+            responses = b.sampler.sample(prompts, samples=samples, temperature=self.temperature,
+                                         seed=stream_seed(b.seed, stream))
+            rewards = b.rewards(rows, responses, noisy)
+            if path:
+                round_rollouts.save(path, rows, responses, rewards)
         tokens = [GroupTokens(tuple(prompt), tuple(tuple(r) for r in group))
                   for prompt, group in zip(prompts, responses)]
         return ProbeRollouts(rewards.reshape(len(rows), samples), tokens)

@@ -9,7 +9,10 @@ Bernoulli(p) rate, unrelated to whether the answer is right, but identical respo
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from functools import partial
+from typing import Any, Mapping, Sequence
 
 from dataflex_rl.regimes.noisy_rewards import noisy_reward_of_response
 from dataflex_rl.verify.verifiers import reward
@@ -28,3 +31,21 @@ def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_
     if p is not None:
         return noisy_reward_of_response(seed, extra_info["id"], solution_str, p)
     return reward(solution_str, row_item(ground_truth, extra_info))
+
+
+# Below this many responses a process pool does not repay its start (each worker imports the verifiers: seconds)
+POOL_MIN_RESPONSES = 4096
+
+
+def _score(call: tuple, seed: int) -> float:
+    return float(compute_score(*call, seed=seed))
+
+
+def scores(calls: Sequence[tuple], *, seed: int, workers: int = 1) -> list[float]:
+    """compute_score of each (data_source, response text, ground truth, extra_info) call, in `workers` processes
+    where there are POOL_MIN_RESPONSES or more (the verifiers run in Python, one core each; math-verify's time-outs
+    need each call on its process's main thread, so processes rather than threads); in order either way."""
+    if workers <= 1 or len(calls) < POOL_MIN_RESPONSES:
+        return [_score(call, seed) for call in calls]
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return list(pool.map(partial(_score, seed=seed), calls, chunksize=max(1, len(calls) // (8 * workers))))
