@@ -207,9 +207,10 @@ class VerlBackend:
     def _verl_config_errors(self, key: str, model: ModelSpec, training: GRPOSettings,
                             resources: Mapping[str, Any]) -> list[str]:
         """verl's own composition, validation and worker dataclasses of the train command (the overrides every run of
-        the model shares, at seed 0: a seed changes no check), once per model (dataflex_rl.backends.verl.verl_config);
+        the model shares, at seed 0: a seed changes no check), once per model (dataflex_rl.backends.verl.verl_config),
+        and that the Ray logical CPUs it gives cover what the actors of that verl hold (ray_cpus.composed_shortfall);
         where verl is not importable (a login node with only Snakemake) one line on stderr says it was not checked."""
-        from dataflex_rl.backends.verl import verl_config
+        from dataflex_rl.backends.verl import ray_cpus, verl_config
         from dataflex_rl.backends.verl.overrides import RunFiles, run_overrides
 
         cpus = int(resources.get("cpus_per_task") or resources.get("threads") or 1)
@@ -225,6 +226,9 @@ class VerlBackend:
             return []
         refusal = verl_config.refusal(overrides)
         if refusal is None:
+            shortfall = ray_cpus.composed_shortfall(overrides)
+            if shortfall:
+                return [f"{key}: {shortfall}"]
             verl_config.remember_passed(overrides)
             return []
         return [f"{key}: verl {verl_config.verl_version()} refuses the train command's overrides "

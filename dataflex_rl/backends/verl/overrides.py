@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Sequence
 
 from dataflex_rl.backends.verl.job import CONFIG_BLOCK
+from dataflex_rl.backends.verl.ray_cpus import ray_num_cpus
 from dataflex_rl.backends.verl.rollout import RolloutSettings
 from dataflex_rl.training.recipe import GRPOSettings
 
@@ -151,7 +152,10 @@ def run_overrides(model_path: str, training: GRPOSettings, seed: int, *, gpus: i
         # one node: the train job's GPUs and CPUs, so Ray does not claim the whole machine
         "trainer.nnodes=1",
         f"trainer.n_gpus_per_node={gpus}",
-        f"ray_kwargs.ray_init.num_cpus={cpus}",
+        # Ray's logical CPUs are scheduling tokens, not cores (they pin and cap nothing): too few leave a transfer-queue
+        # storage unit or the workers' placement group pending for ever. So the count is what verl's actors need (3 per
+        # GPU + 11 in verl 0.9.1), or the job's threads where those are more (dataflex_rl.backends.verl.ray_cpus)
+        f"ray_kwargs.ray_init.num_cpus={ray_num_cpus(cpus, gpus)}",
         # the data policies: the plugin's trainer and the run-job file it reads
         f"trainer.v1.trainer_mode={TRAINER_MODE}",
         f"+{CONFIG_BLOCK}.job_file={files.job_file}",
