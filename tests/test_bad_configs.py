@@ -90,6 +90,15 @@ def _verl(path: str = "Qwen/Qwen2.5-7B", prompts_per_step: int | None = None):
     return change
 
 
+def _verl_7b(**model):
+    """The verl 7B model with more settings (a rollout or probe block), at 8 prompts a step."""
+    def change(config, workdir):
+        _verl(prompts_per_step=8)(config, workdir)
+        config["models"]["qwen"].update(model)
+
+    return change
+
+
 def _directory(path: str):
     def change(config, workdir):
         (workdir / path).mkdir(parents=True)
@@ -369,6 +378,15 @@ CASES = [
                                                                                 "control": "baseline"})),
          ("models.qwen.probe.gpu_memory_gb: 80, but a selection round's backward passes need 92 GiB on one GPU for "
           "8.19e+09 parameters", "train on GPUs of ≥ 102 GiB")),
+    # a local model's config.json: the round's activations and logits are counted besides the parameters; the tiny
+    # Qwen2's 8 padded sequences of 1024 prompt + 8192 response tokens hold a 2.0 GB attention mask (8 × 9216² × 3)
+    Case("a selection round's activations beyond one GPU", _all(
+        _local_verl_model(heads=2, kv_heads=1), _set("training.max_new_tokens", 8192),
+        _set("models.qwen.probe", {"gpu_memory_gb": 1, "micro_batch": 8}),
+        _method("gradalign", {"policy": "gradalign", "control": "baseline"})),
+         ("models.qwen.probe.micro_batch: 8, but a selection round's backward passes need an estimated",
+          "the attention mask, 8 × 9216² × 3 bytes = 1.9 GiB", "calibrated on the CPU, on no GPU",
+          "lower models.qwen.probe.micro_batch to 3 (the largest that fits)"), args=("--set-resources", "train:gpu=4")),
     Case("embedded model given a path", _set("models.tiny-qwen2.path", "Qwen/Qwen2.5-7B"),
          ("models.tiny-qwen2.path: 'Qwen/Qwen2.5-7B'", "reads no path")),
     Case("unknown backend", _set("models.tiny-qwen2.backend", "verll"),
@@ -408,6 +426,11 @@ CASES = [
           "models.qwen rollout: vLLM's max_model_len 1028 (1024 prompt tokens (verl's data.max_prompt_length) + "
           "training.max_new_tokens 4)", "set training.max_new_tokens to at most 2"),
          args=("--set-resources", "train:gpu=1", "score:gpu=1")),
+    Case("verl rollout share beside the FSDP state", _verl_7b(probe={"parameters": 7615616512}),
+         ("models.qwen.rollout.gpu_memory_utilization: 0.85, but on each of the train job's 8 GPUs of 80 GiB "
+          "(models.qwen.probe.gpu_memory_gb) verl holds the FSDP state of 7.62e+09 parameters",
+          "83.7 GiB in all", "set models.qwen.rollout.gpu_memory_utilization to at most 0.80"),
+         args=(*SLURM, "--set-resources", "train:gpu=8")),
     Case("verl train job without a GPU", _verl(prompts_per_step=8),
          ("resources of rule train: gpu=0, but models.qwen (backend verl) trains on GPUs; give the train rule gpu ≥ 1",),
          args=(*SLURM, "--set-resources", "train:gpu=0")),

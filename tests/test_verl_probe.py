@@ -161,3 +161,200 @@ def test_the_round_sharded_over_replicas_gives_the_unsharded_reductions(model, d
     assert check(got_rows, rows) and check(got_summed, summed)
     assert check(got.dots, aligned.dots) and check(got.norms, aligned.norms) and check(got.mean, aligned.mean)
     assert next(model.parameters()).device.type == "cpu"
+
+
+# The backward pass's memory: gradient checkpointing in train mode with dropout off, and the response log-probs in
+# chunks of positions, against the straightforward computation it replaced (eval mode, the window's logits whole).
+
+def _straightforward_rows(model, groups, rewards, micro_batch):
+    """Per-group gradients as the probe computed them before: eval mode, no checkpointing, the last width + 1
+    positions' logits of each padded micro-batch in fp32, log_softmax, the targets' entries."""
+    model.eval()
+    parameters = [p for p in model.parameters() if p.requires_grad]
+    rows = torch.zeros(len(groups), sum(p.numel() for p in parameters))
+    for g, (group, reward) in enumerate(zip(groups, rewards)):
+        if zero_advantage(reward[None])[0]:
+            continue
+        lengths = torch.tensor([len(r) for r in group.responses])
+        mask = (torch.arange(int(lengths.max()))[None] < lengths[:, None]).float()
+        coefficients = probe_coefficients(reward.float()[None], mask[None], "token_mean")[0]
+        grads = [torch.zeros_like(p) for p in parameters]
+        for start in range(0, len(group.responses), micro_batch):
+            batch = _padded(group, group.responses[start:start + micro_batch])
+            width = batch["targets"].shape[1]
+            logits = model(input_ids=batch["ids"], attention_mask=batch["attention"]).logits[:, -(width + 1):-1]
+            logp = torch.log_softmax(logits.float(), -1).gather(-1, batch["targets"][..., None])[..., 0]
+            weight = coefficients[start:start + micro_batch, :width]
+            logp = torch.where(weight != 0, logp, torch.zeros_like(logp))
+            loss = -(weight * torch.exp(logp - logp.detach())).sum()
+            grads = [a + b for a, b in zip(grads, torch.autograd.grad(loss, parameters))]
+        rows[g] = torch.cat([grad.reshape(-1) for grad in grads])
+    return rows
+
+
+def _padded(group, responses):
+    prompt, width = list(group.prompt), max(len(r) for r in responses)
+    ids = torch.zeros(len(responses), len(prompt) + width, dtype=torch.long)
+    attention, targets = torch.zeros_like(ids), torch.zeros(len(responses), width, dtype=torch.long)
+    for i, response in enumerate(responses):
+        ids[i, :len(prompt) + len(response)] = torch.tensor(prompt + list(response))
+        attention[i, :len(prompt) + len(response)] = 1
+        targets[i, :len(response)] = torch.tensor(response)
+    return {"ids": ids, "attention": attention, "targets": targets}
+
+
+def _dropout_models():
+    """A tiny Llama with attention dropout 0.5 (functional, keyed on the attention module's flag) and a tiny GPT-2 with
+    every dropout 0.5 (nn.Dropout modules in its embeddings, attention and MLP): a dropout the probe let through
+    would change every gradient."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(6)
+    llama = LlamaForCausalLM(LlamaConfig(vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=2,
+                                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                         tie_word_embeddings=False, attention_dropout=0.5))
+    gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_embd=16, n_layer=2, n_head=4, n_positions=64,
+                                      resid_pdrop=0.5, embd_pdrop=0.5, attn_pdrop=0.5,
+                                      bos_token_id=1, eos_token_id=2))
+    return {"llama": llama.float(), "gpt2": gpt2.float()}
+
+
+def _state(model):
+    return {"training": [m.training for m in model.modules()],
+            "dropout": [m.p for m in model.modules() if isinstance(m, torch.nn.Dropout)],
+            "attention_dropout": getattr(model.config, "attention_dropout", None),
+            "use_cache": model.config.use_cache,
+            "checkpointing": [(m.__dict__.get("gradient_checkpointing"), m.__dict__.get("_gradient_checkpointing_func"))
+                              for m in model.modules()],
+            "hooks": [dict(m._forward_hooks) for m in model.modules()],
+            "require_grads_hooks": model.__dict__.get("_require_grads_hooks")}
+
+
+@pytest.mark.parametrize("kind", ["llama", "gpt2"])
+@pytest.mark.parametrize("micro_batch, chunk_tokens", [(2, 2), (3, 4), (1, 1), (8, 1024)])
+def test_the_checkpointed_chunked_backward_equals_the_eval_mode_full_logits_one(kind, micro_batch, chunk_tokens):
+    """Dropout 0.5 everywhere the model has one, chunks smaller than the window (2 tokens of a 2-response
+    micro-batch: one position a chunk) and as large as the whole: the gradients are the eval-mode full-logits ones to
+    fp32 precision, and the model's flags, dropout rates, checkpointing and hooks are as they were, in train mode as
+    in eval mode (the model is left in train mode with one submodule in eval: a mixed state restored per module)."""
+    model = _dropout_models()[kind]
+    groups = _groups(seed=7)
+    expected = _straightforward_rows(model, groups, REWARDS, micro_batch)
+    model.train()
+    next(iter(model.children())).eval()
+    before = _state(model)
+    calls = {"layer": 0, "head": 0}
+    layer = next(m for m in model.modules() if hasattr(m, "gradient_checkpointing") and m is not model
+                 and type(m).__name__.endswith(("DecoderLayer", "Block")))
+    # pre-hooks: a non-reentrant recomputation stops once it has the tensors it needs, before a forward hook
+    handles = [layer.register_forward_pre_hook(lambda *_: calls.__setitem__("layer", calls["layer"] + 1)),
+               model.get_output_embeddings().register_forward_pre_hook(
+                   lambda *_: calls.__setitem__("head", calls["head"] + 1))]
+    rows = group_gradients(model, groups, REWARDS, micro_batch=micro_batch, chunk_tokens=chunk_tokens)
+    for handle in handles:
+        handle.remove()
+    assert torch.allclose(rows, expected, atol=1e-6, rtol=1e-4), (rows - expected).abs().max()
+    assert expected.abs().max() > 1e-3
+    assert _state(model) == before and not model.is_gradient_checkpointing
+    # each micro-batch's layer runs twice (checkpointed: forward, then recomputed in the backward) and the head twice
+    # a chunk; the head-over-decoder check adds two forwards of the layer and of the head
+    batches = [group.responses[s:s + micro_batch] for group, reward in zip(groups, REWARDS)
+               if not zero_advantage(reward[None])[0] for s in range(0, len(group.responses), micro_batch)]
+    positions = [max(1, chunk_tokens // len(batch)) for batch in batches]
+    chunks = sum(-(-max(len(r) for r in batch) // p) for batch, p in zip(batches, positions))
+    assert calls == {"layer": 2 + 2 * len(batches), "head": 2 + 2 * chunks}
+
+
+def test_checkpointing_the_model_had_is_given_back():
+    """A model whose own (reentrant) checkpointing was on keeps its checkpointing function and input-grad hooks."""
+    model = _dropout_models()["llama"]
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+    model.eval()
+    before = _state(model)
+    embedding_hooks = dict(model.get_input_embeddings()._forward_hooks)
+    rows = group_gradients(model, _groups(seed=8), REWARDS, micro_batch=2, chunk_tokens=3)
+    assert torch.allclose(rows, _straightforward_rows(model, _groups(seed=8), REWARDS, 2), atol=1e-6, rtol=1e-4)
+    assert _state(model) == before and model.is_gradient_checkpointing
+    assert dict(model.get_input_embeddings()._forward_hooks) == embedding_hooks
+
+
+def test_a_model_whose_logits_are_transformed_after_the_head_is_refused(model, monkeypatch):
+    with monkeypatch.context() as patch:
+        patch.setattr(model.config, "final_logit_softcapping", 30.0, raising=False)
+        with pytest.raises(ValueError, match="transforms the logits after the LM head"):
+            group_gradients(model, _groups(), REWARDS)
+    # a head that is not the one the model's forward applies: its logits over the decoder's states are not the model's
+    other = torch.nn.Linear(16, VOCAB, bias=False)
+    with monkeypatch.context() as patch:
+        patch.setattr(LlamaForCausalLM, "get_output_embeddings", lambda self: other)
+        with pytest.raises(ValueError, match="does not give its logits"):
+            group_gradients(model, _groups(), REWARDS)
+    assert torch.allclose(group_gradients(model, _groups(), REWARDS), _plain_rows(model, _groups(), REWARDS,
+                                                                                 "token_mean"), atol=1e-6, rtol=1e-4)
+
+
+def _qwen3(layers, vocab):
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(9)
+    config = Qwen3Config(vocab_size=vocab, hidden_size=32, intermediate_size=48, num_hidden_layers=layers,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=512,
+                         tie_word_embeddings=False)
+    return Qwen3ForCausalLM(config).to(torch.bfloat16).eval()
+
+
+def _saved_bytes(model, run):
+    """Bytes autograd keeps for the backward while `run` runs its forwards and backwards: the distinct storages that
+    saved_tensors_hooks sees packed, the parameters' left out. A checkpointed region's own tensors are packed by the
+    checkpoint and recomputed in the backward, so they are not kept: its inputs are, and are counted."""
+    parameters = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    kept = {}
+
+    def pack(tensor):
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in parameters:
+            kept[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        run()
+    return sum(kept.values())
+
+
+def _long_group(responses, prompt, width, vocab):
+    generator = torch.Generator().manual_seed(10)
+    return GroupTokens(tuple(torch.randint(1, vocab, (prompt,), generator=generator).tolist()),
+                       tuple(tuple(torch.randint(1, vocab, (width,), generator=generator).tolist())
+                             for _ in range(responses)))
+
+
+def test_the_kept_bytes_no_longer_grow_with_the_vocabulary_and_match_the_memory_model():
+    """Two responses of 120 tokens after an 8-token prompt (T = 256 tokens) through a tiny bf16 Qwen3 (H 32, I 48, 4
+    heads and 2 KV heads of 8), one micro-batch, chunks of 16 tokens:
+    - the straightforward path keeps the window's fp32 log-softmax, B·W·V·4 bytes: 2·120·(1024 − 64)·4 = 921,600 more
+      at V = 1024 than at V = 64; the chunked path keeps the same bytes at both;
+    - the chunked, checkpointed path keeps T × 2H(L + 4) bytes (probe_settings.probe_memory's held states: each
+      layer's bf16 input and the final norm's) and a little more (the ids, targets, the norm's rsqrt);
+    - without checkpointing each layer keeps probe_settings.ModelShape.layer_bytes a token: 1408 here."""
+    from dataflex_rl.backends.verl.probe_settings import ModelShape
+
+    rewards = torch.tensor([[1.0, 0.0]])
+    kept = {}
+    for layers in (1, 3):
+        for vocab in (64, 1024):
+            model = _qwen3(layers, vocab)
+            group = [_long_group(2, 8, 120, vocab)]
+            kept["old", layers, vocab] = _saved_bytes(model, lambda: _straightforward_rows(model, group, rewards, 2))
+            kept["new", layers, vocab] = _saved_bytes(model, lambda: group_gradients(model, group, rewards,
+                                                                                   micro_batch=2, chunk_tokens=16))
+    tokens, width = 2 * (8 + 120), 120
+    for layers in (1, 3):
+        assert kept["old", layers, 1024] - kept["old", layers, 64] == 2 * width * (1024 - 64) * 4
+        assert kept["new", layers, 1024] == kept["new", layers, 64]
+        assert kept["old", layers, 1024] >= 2 * width * 1024 * 4
+        held = tokens * 2 * 32 * (layers + 4)
+        assert held <= kept["new", layers, 64] <= 1.1 * held
+    shape = ModelShape.of(_qwen3(3, 64).config.to_dict())
+    assert shape.layer_bytes == 12 * 32 + 8 * 48 + 14 * 32 + 12 * 16 == 1408
+    per_layer = (kept["old", 3, 64] - kept["old", 1, 64]) / 2 / tokens
+    assert 0.95 * shape.layer_bytes <= per_layer <= 1.05 * shape.layer_bytes

@@ -7,11 +7,20 @@ from hf_model_dir import save_hf_model_dir
 from dataflex_rl.backends.model_spec import ModelSpec
 from dataflex_rl.backends.registry import get_backend
 from dataflex_rl.backends.verl.model_heads import model_parameters
-from dataflex_rl.backends.verl.probe_settings import ProbeSettings, probe_memory_errors
+from dataflex_rl.backends.verl.probe_settings import (GIB, ModelShape, ProbeMemory, ProbeSettings, probe_memory,
+                                                      probe_memory_errors)
 from dataflex_rl.evaluate.settings import EvaluationSettings
 from dataflex_rl.training.recipe import GRPOSettings
 
 QWEN3_8B = 8190735360  # Qwen3-8B-Base's parameters (its model card: 8.2B)
+# Qwen3-8B's config.json (the hub's Qwen/Qwen3-8B-Base): what the memory model and the parameter count read of it
+QWEN3_8B_CONFIG = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 4096,
+                   "intermediate_size": 12288, "num_hidden_layers": 36, "num_attention_heads": 32,
+                   "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936, "max_position_embeddings": 32768,
+                   "rms_norm_eps": 1e-6, "rope_theta": 1000000, "tie_word_embeddings": False, "hidden_act": "silu",
+                   "attention_bias": False, "torch_dtype": "bfloat16"}
+QWEN3_8B_SHAPE = ModelShape(hidden=4096, intermediate=12288, layers=36, vocab=151936, heads=32, kv_heads=8,
+                            head_dim=128)
 
 
 def test_the_parameter_count_is_the_models_own(tmp_path):
@@ -27,7 +36,8 @@ def test_an_8b_round_fits_an_h200_and_not_an_80gb_gpu():
     errors = probe_memory_errors("models.q", QWEN3_8B, ProbeSettings(gpu_memory_gb=80), host_mb=320000)
     assert errors == ["models.q.probe.gpu_memory_gb: 80, but a selection round's backward passes need 92 GiB on one "
                       "GPU for 8.19e+09 parameters (bf16 weights and gradient, fp32 validation and mean gradients: 12 "
-                      "bytes a parameter, within 90% of the GPU) — train on GPUs of ≥ 102 GiB (and say so in "
+                      "bytes a parameter, within 90% of the GPU; an estimate without the activations and logits, which "
+                      "need the model's config.json) — train on GPUs of ≥ 102 GiB (and say so in "
                       "models.q.probe.gpu_memory_gb), or use a smaller model"]
     # 8 bytes a parameter on the host: 65.5e9 bytes = 62,490 MB
     host = probe_memory_errors("models.q", QWEN3_8B, ProbeSettings(gpu_memory_gb=141), host_mb=32000)
@@ -69,7 +79,9 @@ def test_the_train_resource_check_reads_the_probe_block_only_with_a_selection():
     from dataflex_rl.prompt_selection.candidates import SelectionSize
 
     verl = get_backend("verl")
-    entry = {"backend": "verl", "path": "Qwen/Qwen3-8B-Base", "probe": {"parameters": QWEN3_8B, "gpu_memory_gb": 80}}
+    # a rollout share that fits beside the FSDP state on 80 GiB GPUs (train_memory: 15.3 + 1.5 + 0.7 · 80 GiB)
+    entry = {"backend": "verl", "path": "Qwen/Qwen3-8B-Base", "probe": {"parameters": QWEN3_8B, "gpu_memory_gb": 80},
+             "rollout": {"gpu_memory_utilization": 0.7}}
     model = ModelSpec.from_entry("q", entry)
     resources = {"gpu": 8, "cpus_per_task": 40, "mem_mb": 320000}
     training = GRPOSettings(prompts_per_step=128, rollouts=32)
@@ -110,3 +122,124 @@ def test_adam_preconditioning_is_refused_on_verl_and_every_validation_source_is_
         assert check_selection_options(MethodSpec("gradalign", "gradalign", params, Family.prompt_selection)) == []
     adam = MethodSpec("gradalign", "gradalign", {"precondition": "adam"}, Family.prompt_selection)
     assert [error.split(":")[0] for error in check_selection_options(adam)] == ["params.precondition"]
+
+
+def test_qwen3_8b_shape_and_layer_bytes_by_hand():
+    assert ModelShape.of(QWEN3_8B_CONFIG) == QWEN3_8B_SHAPE
+    # 12H + 8I + 14A + 12K, A = 32 × 128 = 4096, K = 8 × 128 = 1024
+    assert QWEN3_8B_SHAPE.layer_bytes == 12 * 4096 + 8 * 12288 + 14 * 4096 + 12 * 1024 == 217_088
+    # no head_dim: hidden / heads; no KV heads: one per head; a multimodal config's text_config; a GPT-2 config: none
+    assert ModelShape.of({**QWEN3_8B_CONFIG, "head_dim": None, "num_key_value_heads": None}) == ModelShape(
+        4096, 12288, 36, 151936, 32, 32, 128)
+    assert ModelShape.of({"model_type": "qwen2_5_vl", "text_config": QWEN3_8B_CONFIG}) == QWEN3_8B_SHAPE
+    assert ModelShape.of({"n_embd": 768, "n_layer": 12, "n_head": 12, "vocab_size": 50257}) is None
+    assert ModelShape.of(None) is None
+
+
+def test_the_qwen3_8b_round_at_8k_token_responses_by_hand():
+    """Qwen3-8B, 1024 prompt + 8192 response tokens (S = 9216):
+    micro_batch 8, T = 73,728 tokens:
+      parameters 8,190,735,360 × 12                   = 98,288,824,320
+      held       73,728 × 2 × 4096 × (36 + 4)          = 24,159,191,040
+      mask       8 × 9216² × 3                         =  2,038,431,744
+      layer      73,728 × (217,088 + 6 × 4096)         = 17,817,403,392
+      logits     8 × 128 positions × 151,936 × 12      =  1,866,989,568 (smaller than the layer)
+      total                                           = 142,303,850,496 = 132.5 GiB > 0.9 × 141 GiB = 126.9 GiB
+    micro_batch 1, T = 9216: 98,288,824,320 + 3,019,898,880 + 254,803,968 + max(2,227,175,424, 1,866,989,568)
+      = 103,790,702,592 = 96.7 GiB; micro_batch 4: 112.0 GiB and 6: 122.3 GiB fit, 7: 127.4 GiB does not.
+    The full-logits path it replaced kept B·W·V·4 = 8 × 8192 × 151,936 × 4 = 39.8e9 bytes of fp32 log-softmax alone
+    (the review's 10 bytes a logit: 99.6e9), and every layer's activations: 36 × 73,728 × 217,088 = 576e9."""
+    eight = probe_memory(QWEN3_8B, QWEN3_8B_SHAPE, 8, 1024, 8192)
+    assert eight == ProbeMemory(parameters=98_288_824_320, held=24_159_191_040, mask=2_038_431_744,
+                                layer=17_817_403_392, logits=1_866_989_568)
+    assert eight.total == 142_303_850_496
+    one = probe_memory(QWEN3_8B, QWEN3_8B_SHAPE, 1, 1024, 8192)
+    assert one == ProbeMemory(parameters=98_288_824_320, held=3_019_898_880, mask=254_803_968, layer=2_227_175_424,
+                              logits=1_866_989_568)
+    assert one.total == 103_790_702_592
+    assert [round(probe_memory(QWEN3_8B, QWEN3_8B_SHAPE, b, 1024, 8192).total / GIB, 1) for b in (4, 6, 7)] == [
+        112.0, 122.3, 127.4]
+    # a short response: the logit chunk holds its 64 positions only, 8 × 64 × 151,936 × 12
+    assert probe_memory(QWEN3_8B, QWEN3_8B_SHAPE, 8, 1024, 64).logits == 8 * 64 * 151936 * 12
+
+
+def test_the_memory_check_refuses_micro_batch_8_with_the_arithmetic_and_the_largest_that_fits():
+    settings = ProbeSettings(gpu_memory_gb=141, parameters=QWEN3_8B, micro_batch=8)
+    refused = probe_memory_errors("models.q", QWEN3_8B, settings, 320000, shape=QWEN3_8B_SHAPE, prompt_tokens=1024,
+                                  response_tokens=8192)
+    assert refused == [
+        "models.q.probe.micro_batch: 8, but a selection round's backward passes need an estimated 132.5 GiB on one "
+        "GPU, beyond 126.9 GiB (90% of models.q.probe.gpu_memory_gb 141): 8.19e+09 parameters × 12 bytes (bf16 "
+        "weights and gradient, fp32 validation and mean gradients) = 91.5 GiB; micro_batch 8 × (1024 prompt + 8192 "
+        "response tokens) = 73728 tokens, holding their 36 checkpointed layers' inputs and the final norm's, 2 × 4096 "
+        "× (36 + 4) bytes a token = 22.5 GiB; the attention mask, 8 × 9216² × 3 bytes = 1.9 GiB; and the larger of "
+        "one layer recomputed, 217088 + 6 × 4096 bytes a token = 16.6 GiB, and one logit chunk, 1024 tokens × 151936 "
+        "× 12 bytes = 1.7 GiB (an estimate from its config.json: dataflex_rl/backends/verl/probe_settings.py, "
+        "calibrated on the CPU, on no GPU) — lower models.q.probe.micro_batch to 6 (the largest that fits), or train "
+        "on GPUs of ≥ 147 GiB (and say so in models.q.probe.gpu_memory_gb)"]
+    for fits in (1, 4, 6):
+        assert probe_memory_errors("models.q", QWEN3_8B, ProbeSettings(gpu_memory_gb=141, micro_batch=fits), 320000,
+                                   shape=QWEN3_8B_SHAPE, prompt_tokens=1024, response_tokens=8192) == []
+
+
+def test_where_one_response_does_not_fit_the_fix_is_the_response_length_or_the_gpu():
+    # 0.9 × 106 GiB = 95.4 GiB < 96.7 GiB at micro_batch 1; 5537 response tokens (S = 6561) fit
+    one = ProbeSettings(gpu_memory_gb=106, micro_batch=1)
+    [refused] = probe_memory_errors("models.q", QWEN3_8B, one, 320000, shape=QWEN3_8B_SHAPE, prompt_tokens=1024,
+                                    response_tokens=8192)
+    assert refused.startswith("models.q.probe.micro_batch: 1, but a selection round's backward passes need an "
+                              "estimated 96.7 GiB on one GPU, beyond 95.4 GiB")
+    assert refused.endswith("— lower training.max_new_tokens to 5537 (at micro_batch 1), or train on GPUs of ≥ 107 "
+                            "GiB (and say so in models.q.probe.gpu_memory_gb)")
+    assert probe_memory(QWEN3_8B, QWEN3_8B_SHAPE, 1, 1024, 5537).total <= 0.9 * 106 * GIB
+    assert probe_memory(QWEN3_8B, QWEN3_8B_SHAPE, 1, 1024, 5538).total > 0.9 * 106 * GIB
+    # the parameters alone beyond the GPU: its memory is the key, with the activations in the estimate
+    [alone] = probe_memory_errors("models.q", QWEN3_8B, ProbeSettings(gpu_memory_gb=100, micro_batch=1), 320000,
+                                  shape=QWEN3_8B_SHAPE, prompt_tokens=1024, response_tokens=8192)
+    assert alone.startswith("models.q.probe.gpu_memory_gb: 100, but a selection round's backward passes need an "
+                            "estimated 96.7 GiB on one GPU, beyond 90.0 GiB")
+    assert alone.endswith("— train on GPUs of ≥ 107 GiB (and say so in models.q.probe.gpu_memory_gb), or use a "
+                          "smaller model")
+
+
+def test_the_train_resource_check_reads_the_shape_from_config_json_and_the_rounds_token_lengths(tmp_path, capsys):
+    """A local directory holding only Qwen3-8B's config.json: the dry run counts its parameters on the meta device
+    (8,190,735,360) and its activations at the corpus's prompt cap + training.max_new_tokens."""
+    import json
+
+    from dataflex_rl.prompt_selection.candidates import SelectionSize
+
+    (tmp_path / "qwen3-8b").mkdir()
+    (tmp_path / "qwen3-8b" / "config.json").write_text(json.dumps(QWEN3_8B_CONFIG))
+    assert model_parameters(str(tmp_path / "qwen3-8b")) == QWEN3_8B
+    verl = get_backend("verl")
+    resources = {"gpu": 8, "cpus_per_task": 40, "mem_mb": 320000}
+    training = GRPOSettings(prompts_per_step=128, rollouts=32, max_new_tokens=8192)
+
+    def errors(micro_batch, prompt_cap=None):
+        model = ModelSpec.from_entry("q", {"backend": "verl", "path": str(tmp_path / "qwen3-8b"),
+                                           "probe": {"gpu_memory_gb": 141, "micro_batch": micro_batch}})
+        found = verl._probe_errors("models.q", model, resources, 0, training, prompt_cap)
+        assert set(found) <= set(verl.train_resource_errors("models.q", model, training, resources, prompt_cap,
+                                                            SelectionSize(5120, 128)))
+        return found
+
+    [refused] = errors(8)
+    assert refused.startswith("models.q.probe.micro_batch: 8, but a selection round's backward passes need an "
+                              "estimated 132.5 GiB")
+    assert "micro_batch 8 × (1024 prompt + 8192 response tokens)" in refused
+    assert errors(6) == []
+    # a corpus prompt cap of 4096 tokens: S = 12,288, and micro_batch 6 no longer fits (133.2 GiB), 5 does (126.2)
+    [capped] = errors(6, {"tokens": 4096, "source": "data_validation.corpus.max_prompt_tokens"})
+    assert "micro_batch 6 × (4096 prompt + 8192 response tokens) = 73728 tokens" in capped
+    assert "lower models.q.probe.micro_batch to 5 (the largest that fits)" in capped
+    assert "were not counted" not in capsys.readouterr().err
+
+
+def test_without_config_json_the_check_says_the_activations_were_not_counted(capsys):
+    model = ModelSpec.from_entry("q", {"backend": "verl", "path": "Qwen/Qwen3-8B-Base",
+                                       "probe": {"parameters": QWEN3_8B, "gpu_memory_gb": 141, "micro_batch": 8}})
+    assert get_backend("verl")._probe_errors("models.q", model, {"mem_mb": 320000}, 0, GRPOSettings(), None) == []
+    assert ("models.q: the selection round's GPU memory was checked for its parameters only (12 bytes each): its "
+            "config.json cannot be read here, so the activations and logits of models.q.probe.micro_batch responses "
+            "were not counted") in capsys.readouterr().err

@@ -3,17 +3,17 @@ torch-free (the dry run reads it).
 
 The round's backward passes run on each of the job's GPUs (probe_shards.py): a replica's weights and one group's
 gradient in the model's dtype (bf16: 2 + 2 bytes a parameter), and, in fp32, the unit validation gradient and the
-share's mean scored gradient that the streamed score accumulates (4 + 4): 12 bytes a parameter, ~98 GB for an 8.2B
-model, before the activations of `micro_batch` responses. On the host: the model between backward passes (2),
-vLLM's weights while it sleeps (2) and the validation gradient (4), 8 bytes a parameter. The options that need whole
-per-group gradients at once hold them on the host besides, fp32: a projection the M candidates', normalised
-validation groups the |P_v| groups' (33 GB a group at 8B parameters, which only a small model can afford); the dry
-run counts them.
+share's mean scored gradient that the streamed score accumulates (4 + 4): 12 bytes a parameter, ~92 GiB for an 8.2B
+model; and the activations and logits of one micro-batch (`probe_memory`, where the model's config.json can be read).
+On the host: the model between backward passes (2), vLLM's weights while it sleeps (2) and the validation gradient
+(4), 8 bytes a parameter. The options that need whole per-group gradients at once hold them on the host besides,
+fp32: a projection the M candidates', normalised validation groups the |P_v| groups' (33 GB a group at 8B parameters,
+which only a small model can afford); the dry run counts them.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Mapping
 
 if TYPE_CHECKING:
     from dataflex_rl.policies.methods import MethodSpec
@@ -23,6 +23,14 @@ DTYPE_BYTES = 2  # bf16 weights and gradients, as the released scorer ran its mo
 GPU_BYTES_PER_PARAMETER = 2 * DTYPE_BYTES + 4 + 4
 HOST_BYTES_PER_PARAMETER = 2 * DTYPE_BYTES + 4
 GPU_HEADROOM = 0.9  # of a GPU's memory: CUDA context, allocator fragmentation
+# tokens of a micro-batch whose logits one chunk of the probe's log-probs holds (probe_gradients.response_logp)
+LOGIT_CHUNK_TOKENS = 1024
+# bytes a logit of a chunk at its backward's peak: its fp32 log-softmax kept for the backward (4), the gradient the
+# target gather scatters into (4) and the log-softmax's input gradient (4); measured on the CPU: 12.0-12.2
+LOGIT_BYTES = 12
+# bytes a token of each GPU's mask: the padded micro-batch's boolean [B, 1, S, S] attention mask (1, for the whole
+# backward) and the bf16 additive bias that SDPA converts it to in the layer it runs (2; not measured: the CPU kernel)
+MASK_BYTES = 1 + DTYPE_BYTES
 
 
 @dataclass(frozen=True)
@@ -36,20 +44,170 @@ class ProbeSettings:
     micro_batch: int = 1
 
 
+@dataclass(frozen=True)
+class ModelShape:
+    """What the activation estimate reads of a decoder's config.json (`head_dim` where it names one, else hidden /
+    heads; `num_key_value_heads` absent: one per head)."""
+
+    hidden: int
+    intermediate: int
+    layers: int
+    vocab: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+
+    @classmethod
+    def of(cls, config: Mapping[str, Any] | None) -> ModelShape | None:
+        """The shape of a config.json's model (a multimodal config's `text_config`), None where a key is missing."""
+        if isinstance(config, Mapping) and "hidden_size" not in config and isinstance(config.get("text_config"),
+                                                                                      Mapping):
+            config = config["text_config"]
+        if not isinstance(config, Mapping):
+            return None
+        keys = ("hidden_size", "intermediate_size", "num_hidden_layers", "vocab_size", "num_attention_heads")
+        values = [config.get(key) for key in keys]
+        if not all(isinstance(value, int) and value > 0 for value in values):
+            return None
+        hidden, intermediate, layers, vocab, heads = values
+        kv_heads, head_dim = config.get("num_key_value_heads") or heads, config.get("head_dim") or hidden // heads
+        if not (isinstance(kv_heads, int) and isinstance(head_dim, int) and kv_heads > 0 and head_dim > 0):
+            return None
+        return cls(hidden, intermediate, layers, vocab, heads, kv_heads, head_dim)
+
+    @property
+    def layer_bytes(self) -> int:
+        """One decoder layer's activations that autograd keeps for its backward, bytes a token, as Hugging Face's
+        Llama/Qwen layers run in bf16 (H hidden, I intermediate, A = heads × head_dim, K = KV heads × head_dim):
+        - its two RMSNorms: each its input's fp32 copy (4H) and the bf16 normalised (2H): 12H;
+        - attention: q and k through Qwen3's q/k RMSNorms (fp32 inputs 4A + 4K, bf16 outputs 2A + 2K), rotary's
+          rotate_half copies (2A + 2K) and the rotated q, k (2A + 2K), v (2K), the attention output and o_proj's
+          contiguous input (2A + 2A): 14A + 12K (SDPA's per-head logsumexp, 4 bytes a head, left out);
+        - the MLP: gate, SiLU(gate), up and their product (2I each): 8I.
+        12H + 8I + 14A + 12K: an upper bound for a layer without q/k norms (Llama, Qwen2: 4A + 4K less). Qwen3-8B:
+        12·4096 + 8·12288 + 14·4096 + 12·1024 = 217,088 bytes."""
+        attention, key_value = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        return 12 * self.hidden + 8 * self.intermediate + 14 * attention + 12 * key_value
+
+
+@dataclass(frozen=True)
+class ProbeMemory:
+    """One GPU's bytes at the peak of a micro-batch's backward (probe_memory)."""
+
+    parameters: int  # 12 bytes a parameter
+    held: int  # the checkpointed layers' inputs and the final norm's, for the whole backward
+    mask: int  # the padded micro-batch's attention mask and its bias
+    layer: int  # one layer's recomputed activations and the gradients through it
+    logits: int  # one chunk of logits
+
+    @property
+    def total(self) -> int:
+        """The layer's and the logit chunk's peaks come one after the other in the backward (the chunks first)."""
+        return self.parameters + self.held + self.mask + max(self.layer, self.logits)
+
+
+def probe_memory(parameters: int, shape: ModelShape, micro_batch: int, prompt_tokens: int,
+                 response_tokens: int) -> ProbeMemory:
+    """An estimate of one GPU's memory at the peak of a selection round's backward pass (probe_gradients: gradient
+    checkpointing, chunked log-probs), for `micro_batch` responses B of up to `response_tokens` W after a prompt of up
+    to `prompt_tokens`: the micro-batch is padded to S = prompt + W tokens a sequence, T = B·S tokens. Bytes:
+    - parameters: 12 a parameter (GPU_BYTES_PER_PARAMETER);
+    - held through the backward: each checkpointed layer's input hidden states in bf16 (L × 2H a token) and the final
+      norm's (its fp32 input 4H, its bf16 output 2H, the decoder's last hidden states 2H): T × (2HL + 8H);
+    - the mask: B × S² × 3 (MASK_BYTES);
+    - one layer recomputed in the backward: T × (layer_bytes + 6H), 6H for the gradients in flight through it;
+    - one logit chunk: B × min(W, max(1, LOGIT_CHUNK_TOKENS // B)) tokens × V × 12 (LOGIT_BYTES);
+    the peak holds the parameters, the held states, the mask and the larger of the last two. Measured on the CPU on
+    tiny Qwen3s in bf16 (tests/test_verl_probe_settings.py): the held states and a layer's activations within a few
+    percent of these, the logit chunk at 12.0-12.2 bytes a logit; calibrated on no GPU, whose allocator rounding and
+    kernels' workspaces the 10% headroom has to cover."""
+    sequence = prompt_tokens + response_tokens
+    tokens = micro_batch * sequence
+    hidden = shape.hidden
+    chunk = micro_batch * min(response_tokens, max(1, LOGIT_CHUNK_TOKENS // micro_batch))
+    return ProbeMemory(parameters=parameters * GPU_BYTES_PER_PARAMETER,
+                       held=tokens * DTYPE_BYTES * hidden * (shape.layers + 4),
+                       mask=micro_batch * sequence * sequence * MASK_BYTES,
+                       layer=tokens * (shape.layer_bytes + 6 * hidden),
+                       logits=chunk * shape.vocab * LOGIT_BYTES)
+
+
+def _gpu_limit(settings: ProbeSettings) -> float:
+    return GPU_HEADROOM * settings.gpu_memory_gb * GIB
+
+
+def _largest(fits, upper: int) -> int:
+    """The largest n in 1 … upper with fits(n) (fits decreasing in n), 0 where none."""
+    low, high = 0, upper
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if fits(middle) else (low, middle - 1)
+    return low
+
+
+def _activation_errors(key: str, parameters: int, settings: ProbeSettings, shape: ModelShape, prompt_tokens: int,
+                       response_tokens: int) -> list[str]:
+    """probe_memory's refusal, with its arithmetic and the fixes that fit: the largest micro-batch; where not even
+    one response fits, the longest response at micro_batch 1; GPUs of the size it needs."""
+    limit, batch = _gpu_limit(settings), settings.micro_batch
+    memory = probe_memory(parameters, shape, batch, prompt_tokens, response_tokens)
+    if memory.total <= limit:
+        return []
+    sequence = prompt_tokens + response_tokens
+    chunk = memory.logits // (shape.vocab * LOGIT_BYTES)
+
+    def fits(micro_batch: int, response: int) -> bool:
+        return probe_memory(parameters, shape, micro_batch, prompt_tokens, response).total <= limit
+
+    fixes = []
+    if memory.parameters > limit:
+        head = f"{key}.probe.gpu_memory_gb: {settings.gpu_memory_gb:g}"
+    else:
+        head = f"{key}.probe.micro_batch: {batch}"
+        largest = _largest(lambda b: fits(b, response_tokens), batch - 1)
+        longest = 0 if largest else _largest(lambda w: fits(1, w), response_tokens - 1)
+        fixes += ([f"lower {key}.probe.micro_batch to {largest} (the largest that fits)"] if largest else []) + (
+            [f"lower training.max_new_tokens to {longest} (at micro_batch 1)"] if longest else [])
+    fixes.append(f"train on GPUs of ≥ {memory.total / GPU_HEADROOM / GIB:.0f} GiB (and say so in "
+                 f"{key}.probe.gpu_memory_gb)")
+    if memory.parameters > limit:
+        fixes.append("use a smaller model")
+    return [f"{head}, but a selection round's backward passes need an estimated {memory.total / GIB:.1f} GiB on one "
+            f"GPU, beyond {limit / GIB:.1f} GiB ({GPU_HEADROOM:.0%} of {key}.probe.gpu_memory_gb "
+            f"{settings.gpu_memory_gb:g}): {parameters:.3g} parameters × {GPU_BYTES_PER_PARAMETER} bytes (bf16 weights "
+            f"and gradient, fp32 validation and mean gradients) = {memory.parameters / GIB:.1f} GiB; micro_batch "
+            f"{batch} × ({prompt_tokens} prompt + {response_tokens} response tokens) = {batch * sequence} tokens, "
+            f"holding their {shape.layers} checkpointed layers' inputs and the final norm's, 2 × {shape.hidden} × "
+            f"({shape.layers} + 4) bytes a token = {memory.held / GIB:.1f} GiB; the attention mask, {batch} × "
+            f"{sequence}² × {MASK_BYTES} bytes = {memory.mask / GIB:.1f} GiB; and the larger of one layer recomputed, "
+            f"{shape.layer_bytes} + 6 × {shape.hidden} bytes a token = {memory.layer / GIB:.1f} GiB, and one logit "
+            f"chunk, {chunk} tokens × {shape.vocab} × {LOGIT_BYTES} bytes = {memory.logits / GIB:.1f} GiB (an "
+            f"estimate from its config.json: dataflex_rl/backends/verl/probe_settings.py, calibrated on the CPU, on "
+            f"no GPU) — " + ", or ".join(fixes)]
+
+
 def probe_memory_errors(key: str, parameters: int, settings: ProbeSettings, host_mb: int,
-                        gradient_rows: int = 0) -> list[str]:
+                        gradient_rows: int = 0, shape: ModelShape | None = None, prompt_tokens: int = 0,
+                        response_tokens: int = 0) -> list[str]:
     """Why a selection round of a `parameters`-parameter model cannot run on the train job's GPUs of
     `settings.gpu_memory_gb` and its `host_mb` of memory, holding `gradient_rows` whole fp32 gradients on the host
-    besides (a projection, normalised validation groups: prompt_selection.candidates.SelectionSize)."""
-    errors = []
+    besides (a projection, normalised validation groups: prompt_selection.candidates.SelectionSize). With the model's
+    `shape` (its config.json) the GPU's bytes are probe_memory's for `settings.micro_batch` responses of up to
+    `response_tokens` after prompts of up to `prompt_tokens`; without it the parameters' alone, which the refusal
+    says."""
     gpu = parameters * GPU_BYTES_PER_PARAMETER
-    if gpu > GPU_HEADROOM * settings.gpu_memory_gb * GIB:
-        errors.append(f"{key}.probe.gpu_memory_gb: {settings.gpu_memory_gb:g}, but a selection round's backward "
+    if shape is not None:
+        errors = _activation_errors(key, parameters, settings, shape, prompt_tokens, response_tokens)
+    elif gpu > _gpu_limit(settings):
+        unread = "; an estimate without the activations and logits, which need the model's config.json"
+        errors = [f"{key}.probe.gpu_memory_gb: {settings.gpu_memory_gb:g}, but a selection round's backward "
                       f"passes need {gpu / GIB:.0f} GiB on one GPU for {parameters:.3g} parameters (bf16 weights and "
                       f"gradient, fp32 validation and mean gradients: {GPU_BYTES_PER_PARAMETER} bytes a parameter, "
-                      f"within {GPU_HEADROOM:.0%} of the GPU) — train on GPUs of ≥ "
+                      f"within {GPU_HEADROOM:.0%} of the GPU{unread}) — train on GPUs of ≥ "
                       f"{gpu / GPU_HEADROOM / GIB:.0f} GiB (and say so in {key}.probe.gpu_memory_gb), or use a "
-                      f"smaller model")
+                      f"smaller model"]
+    else:
+        errors = []
     host = parameters * HOST_BYTES_PER_PARAMETER
     rows = gradient_rows * parameters * 4
     if host + rows > host_mb * (1 << 20):
