@@ -36,6 +36,13 @@ def build_vllm_test_model(root: Path) -> tuple[Path, pd.DataFrame]:
     corpus.to_parquet(root / "corpus.parquet")
     model_dir = root / "model"
     build_base_model(root / "corpus.parquet", model_dir, SHAPE, WARMUP, TEMPLATE, progress=False)
+    relabel_turn_end(model_dir)
+    return model_dir, corpus
+
+
+def relabel_turn_end(model_dir: Path) -> None:
+    """An embedded base folder re-labelled as a base checkpoint whose template closes the assistant's turn with
+    TURN_END (the token its warm-up ends answers with) while its EOS is another token (EOS, never emitted)."""
     tokenizer = PreTrainedTokenizerFast.from_pretrained(model_dir)
     tokenizer.eos_token, tokenizer.chat_template = EOS, CHAT_TEMPLATE
     tokenizer.save_pretrained(model_dir)
@@ -45,4 +52,3 @@ def build_vllm_test_model(root: Path) -> tuple[Path, pd.DataFrame]:
             config = json.loads(path.read_text())
             config["eos_token_id"] = tokenizer.eos_token_id
             path.write_text(json.dumps(config, indent=2))
-    return model_dir, corpus

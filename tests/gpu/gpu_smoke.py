@@ -11,6 +11,11 @@ environment check (dataflex_rl.backends.verl.gpu_stack). Each stage prints one `
                 response_mask zeroed for exactly the dropped share of responses
   score <out>   the merge job (safetensors and config.json), then vLLM (enforce_eager, low memory) on 8 prompts and
                 on 5 of them reordered: identical greedy answers, finish_reason counts, one response printed whole
+  select <out>  prompt selection on verl: 2 rounds of `gradalign` (steps_per_round 1) through our train job, run from
+                <out> with a relative state folder, as the real jobs run; the tiny model's template closes a turn
+                with a token other than its EOS (tests/vllm_test_model.py). Checks: both round files with their
+                kept rows, no saved rollouts left, the round metrics on steps 0 and 1, the rollouts' stop tokens
+                (EOS and the turn end)
 """
 from __future__ import annotations
 
@@ -54,28 +59,34 @@ def check(what: str, ok: bool, detail: str = "") -> None:
         sys.exit(1)
 
 
-def study(out: Path) -> Study:
+def study(out: Path, methods=None, base: str | None = None) -> Study:
     """The one-GPU study (config/one_gpu.yaml) cut down to a smoke: its recipe and its one-GPU jobs, with the tiny
-    local model in the place of Qwen2.5-1.5B-Instruct (nothing is downloaded), 2 steps of 4 prompts, short answers."""
+    local model in the place of Qwen2.5-1.5B-Instruct (nothing is downloaded), 2 steps of 4 prompts, short answers;
+    `methods`: the study's (default: difffilter), `base`: the model's path (default <out>/base)."""
     config = yaml.safe_load((REPO / "config/one_gpu.yaml").read_text())
     (model,) = config["models"].values()
-    config["models"] = {"tiny": {"backend": "verl", "path": str(out / "base"), "rollout": ROLLOUT,
+    config["models"] = {"tiny": {"backend": "verl", "path": base or str(out / "base"), "rollout": ROLLOUT,
                                  "resources": model["resources"]}}
     config["training"].update(steps=STEPS, prompts_per_step=PROMPTS, rollouts=ROLLOUTS,
                               max_new_tokens=MAX_NEW_TOKENS, checkpoint_every=1)
-    config["methods"] = {"difffilter": {"policy": "difffilter"}}
+    config["methods"] = methods or {"difffilter": {"policy": "difffilter"}}
     config["seeds"] = [1]
     config["evaluation"].update(max_new_tokens=MAX_NEW_TOKENS)
     return Study.from_config(config)
 
 
-def train(out: Path) -> None:
-    spec = study(out)
+def _build_base(spec: Study, out: Path, folder: Path) -> None:
+    """The corpus (60 items a source) in <out>, and the tiny base built on it in `folder`."""
     corpus, _ = build_corpus(list(spec.corpus.sources), 60, seed=1)
     corpus.to_parquet(out / "corpus.parquet")
-    build_base_model(out / "corpus.parquet", out / "base", SHAPE, WarmupSettings(steps=20, batch_size=16,
-                                                                                  learning_rate=2e-3),
+    build_base_model(out / "corpus.parquet", folder, SHAPE, WarmupSettings(steps=20, batch_size=16,
+                                                                            learning_rate=2e-3),
                      spec.template, progress=False)
+
+
+def train(out: Path) -> None:
+    spec = study(out)
+    _build_base(spec, out, out / "base")
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(out / "base")
@@ -164,6 +175,49 @@ def score(out: Path) -> None:
           f"{one['response']!r}", flush=True)
 
 
+# 2 rounds of 8 candidates (4 kept: one step's prompts), 4 rollouts each, 4 validation prompts
+SELECTION = {"gradalign": {"policy": "gradalign", "params": {
+    "candidates_per_round": 8, "selection_ratio": 2, "steps_per_round": 1, "rollouts_candidate": 4,
+    "rollouts_validation": 4, "validation_size": 4}}}
+
+
+def select(out: Path) -> None:
+    from dataflex_rl.backends.verl.overrides import RunFiles
+    from dataflex_rl.backends.verl.selection_rounds import ROUNDS_FOLDER, read_round
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from vllm_test_model import EOS, TURN_END, relabel_turn_end
+
+    folder = out / "select"
+    folder.mkdir(parents=True, exist_ok=True)
+    os.chdir(folder)  # the jobs run from the workdir, their state folder relative to it
+    spec = study(folder, SELECTION, base="base")
+    _build_base(spec, folder, folder / "base")
+    relabel_turn_end(folder / "base")
+    (run,) = spec.runs
+    state = Path("run/state")
+    train_run(spec.train_job(run), spec.train_slice(run), base=None, corpus=folder / "corpus.parquet",
+              checkpoint_every=1, out_model=Path("run/model"), out_metrics=Path("run/metrics.parquet"),
+              out_provenance=Path("run") / PROVENANCE, state_dir=state, threads=8, gpus=1)
+    (key,) = [p for p in state.iterdir() if p.is_dir()]  # the run's state, keyed by its settings
+    rounds = key / ROUNDS_FOLDER
+    for index in range(STEPS):
+        kept = read_round(rounds / f"round_{index}.pt")["selection"]["round"]["kept"]
+        check(f"round {index} written with its kept rows", len(kept) == 4, f"kept {kept}")
+    leftover = sorted(str(p) for p in rounds.glob("*.rollouts"))
+    check("no saved rollouts left once the rounds are written", not leftover, ", ".join(leftover))
+    metrics = pd.read_parquet("run/metrics.parquet")
+    check("the round metrics on steps 0 and 1", metrics["round"].tolist() == [0, 1],
+          f"round {metrics['round'].tolist()}, kept {metrics['round_kept'].tolist()}")
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained("base")
+    stops = yaml.safe_load((RunFiles.in_state(key).generation_config_dir / "generation_config.json").read_text())
+    wanted = [tokenizer.convert_tokens_to_ids(EOS), tokenizer.convert_tokens_to_ids(TURN_END)]
+    check("the rollouts stop at EOS and at the template's turn end", stops["eos_token_id"] == wanted,
+          f"generation config eos_token_id {stops['eos_token_id']}, EOS and turn end {wanted}")
+
+
 if __name__ == "__main__":
     stage, folder = sys.argv[1], Path(sys.argv[2])
     folder.mkdir(parents=True, exist_ok=True)
@@ -171,5 +225,7 @@ if __name__ == "__main__":
         train(folder)
     elif stage == "check":
         check_run(folder, Path(sys.argv[3]))
+    elif stage == "select":
+        select(folder.resolve())
     else:
         score(folder)

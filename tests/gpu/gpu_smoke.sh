@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The verl backend end to end on one GPU, offline, in about 6 minutes (at most 10): the environment check, a tiny
+# The verl backend end to end on one GPU, offline, in about 12 minutes (at most 20): the environment check, a tiny
 # locally built model, 2 verl steps of a selection policy through our train job, the plugin in the Ray workers, verl's
-# raw metrics, the actor update's fields, the merge and vLLM scoring (tests/gpu/gpu_smoke.py). It installs nothing:
+# raw metrics, the actor update's fields, the merge and vLLM scoring, then 2 rounds of GradAlign between verl segments
+# (tests/gpu/gpu_smoke.py). It installs nothing:
 # prepare the environment beforehand (pip install -e ".[gpu]", envs/gpu.yaml) and run it on the GPU node.
 # Usage: tests/gpu/gpu_smoke.sh [output folder]   (PYTHON picks the interpreter; default python)
 set -euo pipefail
@@ -29,4 +30,5 @@ rm -rf "$OUT" && mkdir -p "$OUT"
 stage train 400 "$PYTHON" tests/gpu/gpu_smoke.py train "$OUT"
 stage check 50 "$PYTHON" tests/gpu/gpu_smoke.py check "$OUT" "$RAY_LOGS"
 stage score 150 "$PYTHON" tests/gpu/gpu_smoke.py score "$OUT"
+stage select 600 "$PYTHON" tests/gpu/gpu_smoke.py select "$OUT"
 echo "GPU smoke passed in $SECONDS s: $OUT"
