@@ -219,7 +219,7 @@ def test_the_train_resource_check_reads_the_shape_from_config_json_and_the_round
     def errors(micro_batch, prompt_cap=None):
         model = ModelSpec.from_entry("q", {"backend": "verl", "path": str(tmp_path / "qwen3-8b"),
                                            "probe": {"gpu_memory_gb": 141, "micro_batch": micro_batch}})
-        found = verl._probe_errors("models.q", model, resources, 0, training, prompt_cap)
+        found = verl._probe_errors("models.q", model, resources, 0, training, prompt_cap, QWEN3_8B)
         assert set(found) <= set(verl.train_resource_errors("models.q", model, training, resources, prompt_cap,
                                                             SelectionSize(5120, 128)))
         return found
@@ -239,7 +239,8 @@ def test_the_train_resource_check_reads_the_shape_from_config_json_and_the_round
 def test_without_config_json_the_check_says_the_activations_were_not_counted(capsys):
     model = ModelSpec.from_entry("q", {"backend": "verl", "path": "Qwen/Qwen3-8B-Base",
                                        "probe": {"parameters": QWEN3_8B, "gpu_memory_gb": 141, "micro_batch": 8}})
-    assert get_backend("verl")._probe_errors("models.q", model, {"mem_mb": 320000}, 0, GRPOSettings(), None) == []
+    assert get_backend("verl")._probe_errors("models.q", model, {"mem_mb": 320000}, 0, GRPOSettings(), None,
+                                             QWEN3_8B) == []
     assert ("models.q: the selection round's GPU memory was checked for its parameters only (12 bytes each): its "
             "config.json cannot be read here, so the activations and logits of models.q.probe.micro_batch responses "
             "were not counted") in capsys.readouterr().err

@@ -159,8 +159,8 @@ def _samples_per_prompt(scores: pd.DataFrame) -> pd.Series:
 def test_sampled_solve_rates_draw_distinct_samples_and_repeat_under_their_seed(generator, vllm_model, tmp_path,
                                                                                monkeypatch):
     """The solve-rate job (measure_base_solve_rates, its own engine, in parts of 2 prompts) and one pass on another
-    engine give the same rates; the K samples of a prompt are one request of n = K, whose streams differ, while K copies of a prompt under
-    one seed decode one stream (vLLM seeds each request's generator: the seed bug that execution caught)."""
+    engine give the same rates; the K samples of a prompt are one request of n = K, whose streams differ, while K
+    copies of a prompt under one seed decode one stream (vLLM seeds each request's generator: the seed bug that execution caught)."""
     from dataflex_rl.evaluate.scoring import score_items
     from dataflex_rl.regimes.low_utility import measure_solve_rates
     from dataflex_rl.study.jobs import measure_base_solve_rates
@@ -216,8 +216,8 @@ def _round_spec(tmp_path: Path, vllm_model, out: Path):
 
 def test_the_round_runs_on_a_real_engine_and_a_resumed_run_reuses_its_file(vllm_model, tmp_path, capfd):
     """The train job's round process (round_job: the vLLM sampler in its engine process, HF model for the gradients,
-    the training reward), started as run_segments starts it. On vLLM's CPU build the sampler runs without sleep mode (vLLM refuses
-    enable_sleep_mode off CUDA, ROCm and XPU) and says so. A second pass over the segments (a requeued job) finds the
+    the training reward), started as run_segments starts it. On vLLM's CPU build the sampler runs without sleep mode
+    (vLLM refuses enable_sleep_mode off CUDA, ROCm and XPU) and says so. A second pass over the segments (a requeued job) finds the
     round file and starts no engine; the round redone from scratch on a fresh engine keeps the same rows and rewards
     (every stream is seeded, each prompt's request from the stream's seed and its tokens)."""
     from dataflex_rl.backends.verl.round_job import run_round_process

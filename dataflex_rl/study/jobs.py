@@ -50,8 +50,8 @@ def measure_base_solve_rates(job: Mapping[str, Any], *, base, corpus, out, threa
     """The untrained base's solve rate per corpus prompt (`job["sampling"]`: K samples, temperature, answer length),
     written as a parquet of (id, solve_rate): the low_utility regime's input, with the sha256 of the corpus and base
     it read in its metadata. The corpus is measured in parts of the backend's `solve_rate_part` prompts (each part's
-    draws seeded as one pass's are), each kept as a shard (evaluate.shards.part_path, keyed by the job and its inputs) that a
-    retry after a kill or a requeue reuses; the shards go once the output is written."""
+    draws seeded as one pass's are), each kept as a shard (evaluate.shards.part_path, keyed by the job and its
+    inputs) that a retry after a kill or a requeue reuses; the shards go once the output is written."""
     inputs = {"corpus": plain_input(corpus), **_base_input(base)}  # a damaged base is refused, naming the file
     backend = get_backend(job["model"]["backend"])
     rows = pd.read_parquet(corpus)
@@ -63,6 +63,8 @@ def measure_base_solve_rates(job: Mapping[str, Any], *, base, corpus, out, threa
         if path.exists():
             print(f"solve rates, part {part + 1} of {len(starts)}: reusing {path} (an earlier attempt measured it)",
                   file=sys.stderr, flush=True)
+            saved = pd.read_parquet(path)
+            rates = dict(zip(saved["id"].map(str), saved["solve_rate"].map(float)))
         else:
             generator = generator or backend.open_generator(job["model"], model_dir=base, threads=threads, gpus=gpus)
             began = time.monotonic()
@@ -72,8 +74,7 @@ def measure_base_solve_rates(job: Mapping[str, Any], *, base, corpus, out, threa
             write_parquet(path, pd.DataFrame({"id": list(rates), "solve_rate": list(rates.values())}))
             print(f"solve rates, part {part + 1} of {len(starts)}: {len(rates)} prompts × {sampling['rollouts']} "
                   f"samples in {time.monotonic() - began:.0f} s", file=sys.stderr, flush=True)
-        part_rates = pd.read_parquet(path)
-        measured.update(zip(part_rates["id"].map(str), part_rates["solve_rate"].map(float)))
+        measured.update(rates)
     write_parquet(out, pd.DataFrame({"id": list(measured), "solve_rate": list(measured.values())}),
                   metadata=inputs_metadata(inputs))
     shards.remove_shards(out)

@@ -70,13 +70,16 @@ def _arguments(values: Mapping[str, Any]) -> str:
     return ", ".join(f"{key}={value}" for key, value in values.items())
 
 
-def _parameter_count(key: str, model: ModelSpec, checked: str) -> int | None:
-    """The model's parameter count for a memory check: from its config.json where it can be read, else
-    `probe.parameters`; neither: None, and one stderr line says that `checked` was not checked."""
+def _parameter_count(key: str, model: ModelSpec, selection: bool) -> int | None:
+    """The model's parameter count for the memory checks: from its config.json where it can be read (a model built
+    on torch's meta device: once per train check), else `probe.parameters`; neither: None, and one stderr line says
+    which memory was not checked."""
     parameters = model_parameters(model.path or "") or _probe(model.settings).parameters
     if parameters is None:
-        print(f"{key}: {checked} was not checked: its config.json cannot be read here and {key}.probe.parameters is "
-              f"not set", file=sys.stderr)
+        checked = ("the train job's GPU memory and the selection round's memory were" if selection
+                   else "the train job's GPU memory (FSDP state beside vLLM's share) was")
+        print(f"{key}: {checked} not checked: its config.json cannot be read here and {key}.probe.parameters is not "
+              f"set", file=sys.stderr)
     return parameters
 
 
@@ -131,27 +134,28 @@ class VerlBackend:
                               selection: SelectionSize | None = None) -> list[str]:
         """The step's batch over the GPUs (`_batch_errors`), the rollout's tensor parallelism over the GPUs and the
         model's heads (`_rollout_errors`), the rollout's context in the model's positions (`_train_context_errors`),
-        the FSDP state beside vLLM's share on each GPU (`_train_memory_errors`), then, where those pass, verl's own check of the train command's overrides
-        (`_verl_config_errors`)."""
+        the FSDP state beside vLLM's share on each GPU (`_train_memory_errors`), then, where those pass, verl's own
+        check of the train command's overrides (`_verl_config_errors`)."""
         if not int(resources.get("gpu") or 0):
             return [f"resources of rule train: gpu={resources.get('gpu', 0)}, but {key} (backend verl) trains on "
                     f"GPUs; give the train rule gpu ≥ 1 (its default is {JOB_RESOURCES['train']['gpu']}: remove the "
                     f"override from the profile's set-resources or --set-resources, or set "
                     f"{key}.resources.train.gpu)"]
+        parameters = _parameter_count(key, model, selection is not None)
         errors = (self._batch_errors(training, int(resources["gpu"]))
                   + self._rollout_errors(key, model, int(resources["gpu"]))
                   + self._train_context_errors(key, model, training, prompt_cap)
-                  + self._train_memory_errors(key, model, int(resources["gpu"])))
-        if selection is not None:
-            errors += self._probe_errors(key, model, resources, selection.gradient_rows, training, prompt_cap)
+                  + self._train_memory_errors(key, model, int(resources["gpu"]), parameters))
+        if selection is not None and parameters is not None:
+            errors += self._probe_errors(key, model, resources, selection.gradient_rows, training, prompt_cap,
+                                         parameters)
         return errors or self._verl_config_errors(key, model, training, resources)
 
     @staticmethod
     def _probe_errors(key: str, model: ModelSpec, resources: Mapping[str, Any], gradient_rows: int,
-                      training: GRPOSettings, prompt_cap: TokenCap | None) -> list[str]:
+                      training: GRPOSettings, prompt_cap: TokenCap | None, parameters: int) -> list[str]:
         """A selection round's memory on one of the train job's GPUs and on its host (probe_settings), with
-        `gradient_rows` whole gradients held at once (SelectionSize), for the model's parameter count: from its
-        config.json where it can be read, else `probe.parameters`; neither: one stderr line says it was not checked.
+        `gradient_rows` whole gradients held at once (SelectionSize), for the model's `parameters` (_parameter_count).
         Where config.json can be read, the GPU's bytes add one micro-batch's activations and logits
         (probe_settings.probe_memory) at sequences of the prompt allowance (the corpus's prompt cap, else
         DEFAULT_PROMPT_TOKENS, as _train_context_errors) + training.max_new_tokens; where it cannot, one stderr line
@@ -161,9 +165,6 @@ class VerlBackend:
         from dataflex_rl.backends.verl.probe_settings import ModelShape
 
         settings = _probe(model.settings)
-        parameters = _parameter_count(key, model, "the selection round's memory")
-        if parameters is None:
-            return []
         shape = ModelShape.of(read_model_json(model.path or ""))
         if shape is None:
             print(f"{key}: the selection round's GPU memory was checked for its parameters only (12 bytes each): its "
@@ -175,16 +176,13 @@ class VerlBackend:
                                    response_tokens=training.max_new_tokens)
 
     @staticmethod
-    def _train_memory_errors(key: str, model: ModelSpec, gpus: int) -> list[str]:
+    def _train_memory_errors(key: str, model: ModelSpec, gpus: int, parameters: int | None) -> list[str]:
         """The FSDP state beside the rollout's vLLM share on each of the train job's GPUs (train_memory), for the
-        model's parameter count: from its config.json where it can be read, else `probe.parameters`; neither: one
-        stderr line says it was not checked."""
-        settings = _probe(model.settings)
-        parameters = _parameter_count(key, model, "the train job's GPU memory (FSDP state beside vLLM's share)")
+        model's `parameters` (_parameter_count; None: not checked)."""
         if parameters is None:
             return []
         return rollout_memory_errors(key, parameters, gpus, _rollout(model.settings).gpu_memory_utilization,
-                                     settings.gpu_memory_gb)
+                                     _probe(model.settings).gpu_memory_gb)
 
     def _batch_errors(self, training: GRPOSettings, gpus: int) -> list[str]:
         """verl asserts that train_batch_size × rollout.n (prompts_per_step × rollouts; the recipe sets

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Callable, Iterator, Sequence, TypeVar
+from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 import torch
 from torch import Tensor
@@ -50,14 +50,15 @@ def shares(count: int, parts: int) -> list[list[int]]:
     return [rows for start in range(parts) if (rows := list(range(start, count, parts)))]
 
 
-def _each_share(models: Sequence[torch.nn.Module], count: int,
-                compute: Callable[[torch.nn.Module, list[int]], Result]) -> list[tuple[list[int], Result]]:
-    """`compute(model, rows)` for each replica's share, in parallel threads where there are several."""
-    dealt = shares(count, len(models))
+def each_share(workers: Sequence[Any], count: int,
+               compute: Callable[[Any, list[int]], Result]) -> list[tuple[list[int], Result]]:
+    """`compute(worker, rows)` for each worker's share of 0 … count − 1 (`shares`: a model replica's groups, a round
+    engine's prompts), in parallel threads where there are several."""
+    dealt = shares(count, len(workers))
     if len(dealt) <= 1:
-        return [(rows, compute(models[0], rows)) for rows in dealt]
+        return [(rows, compute(workers[0], rows)) for rows in dealt]
     with ThreadPoolExecutor(max_workers=len(dealt)) as pool:
-        return list(zip(dealt, pool.map(compute, models[:len(dealt)], dealt)))
+        return list(zip(dealt, pool.map(compute, workers[:len(dealt)], dealt)))
 
 
 def _pick(groups: Sequence[GroupTokens], rewards: Tensor, rows: list[int]) -> tuple[list[GroupTokens], Tensor]:
@@ -68,7 +69,7 @@ def group_gradients(models: Sequence[torch.nn.Module], groups: Sequence[GroupTok
                     **options) -> Tensor:
     """probe_gradients.group_gradients over the replicas: [N, P] fp32 rows on the CPU, in the groups' order."""
     rows = torch.zeros(len(groups), ParameterLayout.of(models[0]).size, dtype=torch.float32)
-    for share, part in _each_share(models, len(groups), lambda model, share: probe_gradients.group_gradients(
+    for share, part in each_share(models, len(groups), lambda model, share: probe_gradients.group_gradients(
             model, *_pick(groups, rewards, share), **options)):
         rows[share] = part
     return rows
@@ -78,7 +79,7 @@ def summed_gradient(models: Sequence[torch.nn.Module], groups: Sequence[GroupTok
                     **options) -> Tensor:
     """probe_gradients.summed_gradient over the replicas: the sum of the shares' summed gradients, [P] fp32."""
     total = torch.zeros(ParameterLayout.of(models[0]).size, dtype=torch.float32)
-    for _, part in _each_share(models, len(groups), lambda model, share: probe_gradients.summed_gradient(
+    for _, part in each_share(models, len(groups), lambda model, share: probe_gradients.summed_gradient(
             model, *_pick(groups, rewards, share), **options)):
         total += part
     return total
@@ -91,7 +92,7 @@ def group_alignment(models: Sequence[torch.nn.Module], groups: Sequence[GroupTok
     count / N)."""
     dots, norms = torch.zeros(len(groups)), torch.zeros(len(groups))
     mean = torch.zeros(direction.shape[0], dtype=torch.float32)
-    for share, part in _each_share(models, len(groups), lambda model, share: probe_gradients.group_alignment(
+    for share, part in each_share(models, len(groups), lambda model, share: probe_gradients.group_alignment(
             model, *_pick(groups, rewards, share), direction, **options)):
         dots[share], norms[share] = part.dots, part.norms
         mean += part.mean * (len(share) / len(groups))

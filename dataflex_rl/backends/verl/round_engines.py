@@ -16,7 +16,7 @@ import traceback
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence
 
-from dataflex_rl.backends.verl.probe_shards import shares
+from dataflex_rl.backends.verl.probe_shards import each_share
 
 
 class EngineError(RuntimeError):
@@ -113,24 +113,22 @@ class EngineProcess:
 
 
 class DealtSampler:
-    """probe.Sampler over several engines: the prompts dealt round-robin (probe_shards.shares), each engine's share
-    drawn in parallel, the responses put back in the prompts' order."""
+    """probe.Sampler over several engines: the prompts dealt round-robin (probe_shards.each_share), each engine's
+    share drawn in parallel, the responses put back in the prompts' order."""
 
     def __init__(self, engines: Sequence[Any]):
         self.engines = list(engines)
 
     def sample(self, prompts: Sequence[Sequence[int]], *, samples: int, temperature: float,
                seed: int) -> list[list[list[int]]]:
-        dealt = shares(len(prompts), len(self.engines))
         out: list[Any] = [None] * len(prompts)
 
         def draw(engine, rows):
             return engine.sample([prompts[r] for r in rows], samples=samples, temperature=temperature, seed=seed)
 
-        with ThreadPoolExecutor(max_workers=max(1, len(dealt))) as pool:
-            for rows, responses in zip(dealt, pool.map(draw, self.engines[:len(dealt)], dealt)):
-                for row, response in zip(rows, responses, strict=True):
-                    out[row] = response
+        for rows, responses in each_share(self.engines, len(prompts), draw):
+            for row, response in zip(rows, responses, strict=True):
+                out[row] = response
         return out
 
     def release(self) -> None:
