@@ -20,6 +20,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from dataflex_rl.artefacts.train_state import load_train_state
 from dataflex_rl.backends.embedded.model import load_model
 from dataflex_rl.backends.embedded.trainer import train_run
 from dataflex_rl.backends.embedded.settings import WarmupSettings
@@ -143,7 +144,7 @@ def test_killed_run_reruns_bit_identical_to_an_uninterrupted_run(workspace, refe
     if resume_step is None:
         assert not checkpoint.exists()
     else:
-        assert torch.load(checkpoint, weights_only=False)["step"] == resume_step
+        assert load_train_state(checkpoint, checkpoint.parent)["step"] == resume_step
     partial = leftovers(run_dir)
     assert len(partial) == (1 if fault.split(":")[0] in WRITE_POINTS else 0), partial
     for path in partial:  # truly cut short, so a run that picked it up could not get further

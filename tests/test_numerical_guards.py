@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 import torch
 
+from dataflex_rl.artefacts.train_state import load_train_state
 from dataflex_rl.backends.embedded.trainer import EmbeddedGRPOTrainer
 from dataflex_rl.backends.embedded.settings import WarmupSettings
 from dataflex_rl.policies.methods import MethodSpec
@@ -77,7 +78,7 @@ def test_nan_loss_checkpoints_the_state_before_the_step_and_a_clean_rerun_resume
                                                                                          tmp_path):
     state = tmp_path / "state"
     trainer(workspace, steps=3).train(state, progress=False)
-    before = torch.load(state / "checkpoint.pt", weights_only=False)
+    before = load_train_state(state / "checkpoint.pt", state)
 
     poisoned = trainer(workspace, steps=5)
     poison_reference(poisoned, float("nan"))
@@ -90,7 +91,7 @@ def test_nan_loss_checkpoints_the_state_before_the_step_and_a_clean_rerun_resume
                                       "step 3, and a rerun resumes from it."]
 
     # rewritten by the guard, yet exactly the state after step 3: weights, optimiser, RNGs, stream, mixture, metrics
-    after = torch.load(state / "checkpoint.pt", weights_only=False)
+    after = load_train_state(state / "checkpoint.pt", state)
     assert after["step"] == 3
     assert_same(after, before)
     assert_resumes_to(straight, workspace, state)
@@ -102,5 +103,5 @@ def test_inf_in_the_first_step_checkpoints_the_initial_state(workspace, straight
     with pytest.raises(FloatingPointError, match=r"^step 0: GRPO loss is not finite \(nan\)") as raised:
         poisoned.train(tmp_path / "state", progress=False)
     assert all(statistic in str(raised.value) for statistic in STATISTICS)
-    assert torch.load(tmp_path / "state" / "checkpoint.pt", weights_only=False)["step"] == 0
+    assert load_train_state(tmp_path / "state" / "checkpoint.pt", tmp_path / "state")["step"] == 0
     assert_resumes_to(straight, workspace, tmp_path / "state")

@@ -1,15 +1,19 @@
 """Step budgets of one training line share its state: a longer budget continues the shorter one's checkpoint and
 ends where a straight run ends, bit for bit; a shorter budget rebuilt after a longer one continued the line gets its own
 end of training back (the kept budget checkpoint), not the longer run's."""
+import re
+
 import pandas as pd
 import pytest
 import torch
 
+from dataflex_rl.artefacts.train_state import UntrustedStateError, load_train_state
 from dataflex_rl.backends.embedded.settings import WarmupSettings
 from dataflex_rl.backends.embedded.trainer import EmbeddedGRPOTrainer
 from dataflex_rl.policies.methods import MethodSpec
 from dataflex_rl.policies.catalogue import Family
 from dataflex_rl.training.recipe import GRPOSettings
+from pickle_payload import write_payload
 from tiny_base import TEMPLATE, tiny_base
 
 
@@ -53,7 +57,7 @@ def test_a_line_continued_under_another_thread_count_is_refused(tiny, tmp_path):
     count may do it, and it reports the recorded count."""
     line = tmp_path / "line"
     short, short_metrics = _train(tiny, line, steps=3)  # tiny_base trains with 1 thread
-    assert short.threads == 1 and torch.load(line / "checkpoint.pt", weights_only=False)["threads"] == 1
+    assert short.threads == 1 and load_train_state(line / "checkpoint.pt", line)["threads"] == 1
     torch.set_num_threads(2)
     try:
         with pytest.raises(RuntimeError, match=rf"training state {line} was trained with 1 thread\(s\) up to step 3, "
@@ -64,19 +68,19 @@ def test_a_line_continued_under_another_thread_count_is_refused(tiny, tmp_path):
         torch.set_num_threads(1)
     assert again.threads == 1
     pd.testing.assert_frame_equal(again_metrics, short_metrics)
-    assert torch.load(line / "checkpoint.pt", weights_only=False)["step"] == 3  # the refused resume wrote nothing
+    assert load_train_state(line / "checkpoint.pt", line)["step"] == 3  # the refused resume wrote nothing
 
 
 def test_a_checkpoint_without_a_thread_count_resumes_with_the_jobs_count(tiny, tmp_path, capfd):
     """A state folder written before checkpoints recorded their thread count resumes, saying so."""
     line = tmp_path / "line"
     _train(tiny, line, steps=3)
-    state = torch.load(line / "checkpoint.pt", weights_only=False)
+    state = load_train_state(line / "checkpoint.pt", line)
     del state["threads"]
     torch.save(state, line / "checkpoint.pt")
     long, _ = _train(tiny, line, steps=4)
     assert "records no thread count" in capfd.readouterr().err
-    assert long.threads == 1 and torch.load(line / "checkpoint.pt", weights_only=False)["threads"] == 1
+    assert long.threads == 1 and load_train_state(line / "checkpoint.pt", line)["threads"] == 1
 
 
 def _truncate(path) -> None:
@@ -117,3 +121,24 @@ def test_an_unreadable_checkpoint_is_named_set_aside_and_an_earlier_state_is_use
     assert "starting afresh" in log and "resuming" not in log
     pd.testing.assert_frame_equal(fresh_metrics, short_metrics)
     assert _same_weights(fresh, short)
+
+
+def test_a_checkpoint_that_would_run_code_is_refused_and_left_in_place(tiny, tmp_path):
+    """The states the trainer writes read back without code execution (its resume: the tests above); a
+    checkpoint.pt replaced by one whose object calls `Path.touch` when unpickled is refused before anything of it
+    runs, naming the file and the state folder to delete, and neither it nor the kept budget3.pt is set aside or
+    removed (docs/refusals.md, "Train states from elsewhere")."""
+    line, marker = tmp_path / "line", tmp_path / "ran"
+    _train(tiny, line, steps=3)
+    state = load_train_state(line / "budget3.pt", line)
+    assert state["step"] == 3 and len(state["metrics"]) == 3 and state["optimiser"]["state"]
+    write_payload(line / "checkpoint.pt", marker, step=3)
+    payload = (line / "checkpoint.pt").read_bytes()
+    with pytest.raises(UntrustedStateError, match=re.escape(f"{line / 'checkpoint.pt'}: refused to load this train "
+                                                            f"state")) as refused:
+        _train(tiny, line, steps=5)
+    assert f"delete {line}." in str(refused.value)
+    assert not marker.exists()
+    assert sorted(p.name for p in line.iterdir()) == ["budget3.pt", "checkpoint.pt"]
+    assert (line / "checkpoint.pt").read_bytes() == payload
+    assert load_train_state(line / "budget3.pt", line)["step"] == 3

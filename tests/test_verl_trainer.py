@@ -477,6 +477,27 @@ def test_the_driver_state_survives_a_checkpoint(tmp_path, model_dir, corpus, fak
     _assert_documented(str(refused.value).split(" would ", 1)[1].split(" — ")[0])
 
 
+def test_a_driver_state_that_would_run_code_is_refused_and_left_in_place(tmp_path, model_dir, corpus, fake_tq):
+    """The driver state in verl's checkpoint is read without code execution: one replaced by an object that calls
+    `Path.touch` when unpickled is refused at resume before it runs, naming the file and the checkpoint folder to
+    delete; the checkpoint stays whole (docs/refusals.md, "Train states from elsewhere")."""
+    from dataflex_rl.artefacts.train_state import UntrustedStateError
+    from pickle_payload import write_payload
+
+    method = MethodSpec("dump_ucb", "dump_ucb", {}, Family.mixture)
+    first = _trainer(_config(tmp_path, model_dir, corpus, method))
+    _fake_step(first, fake_tq, _rewards_by_domain, seed=0)
+    first._save_checkpoint()
+    folder, marker = tmp_path / "ckpt" / "global_step_1", tmp_path / "ran"
+    saved = sorted(p.name for p in folder.rglob("*"))
+    write_payload(folder / DRIVER_STATE_FILE, marker, stream={}, mixture=None)
+    with pytest.raises(UntrustedStateError, match=f"{DRIVER_STATE_FILE}: refused to load this train state") as refused:
+        _trainer(_config(tmp_path, model_dir, corpus, method))._load_checkpoint()
+    assert f"delete {tmp_path / 'ckpt'}." in str(refused.value)
+    assert not marker.exists() and sorted(p.name for p in folder.rglob("*")) == saved
+    _assert_documented("refused to load this train state: it holds objects beyond tensors and numbers")
+
+
 def test_a_resumed_run_removes_the_checkpoint_it_resumed_from_once_it_saves(tmp_path, model_dir, corpus, fake_tq):
     """verl's max_actor_ckpt_to_keep=1 forgets what an earlier process saved; the trainer's save removes it: the
     first process saves steps 1 and 2 (its own save removes step 1), a requeued one resumes from step 2 and saves

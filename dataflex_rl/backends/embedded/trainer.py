@@ -34,6 +34,7 @@ from dataflex_rl.training import grpo
 from dataflex_rl.training.faults import FaultPlan
 from dataflex_rl.training.recipe import GRPOSettings
 from dataflex_rl.artefacts.atomic import atomic_directory, atomic_path, remove_partial_writes, write_parquet
+from dataflex_rl.artefacts.train_state import UntrustedStateError, load_train_state
 from dataflex_rl.backends.base import ProbeOpener
 from dataflex_rl.backends.embedded.generation import decode_from, left_pad, response_texts
 from dataflex_rl.backends.embedded.model import load_model
@@ -297,9 +298,12 @@ class EmbeddedGRPOTrainer:
 
 def _readable(path: Path) -> dict | None:
     """A checkpoint's state, or None when torch cannot read it (a truncated or overwritten file): then the file is
-    renamed `<name>.unreadable`, saying so, so that it is neither tried again nor kept as a budget's end."""
+    renamed `<name>.unreadable`, saying so, so that it is neither tried again nor kept as a budget's end. A file that
+    names objects beyond tensors and numbers is refused (UntrustedStateError), and left where it is."""
     try:
-        return torch.load(path, weights_only=False)
+        return load_train_state(path, path.parent)
+    except UntrustedStateError:
+        raise
     except (RuntimeError, EOFError, ValueError, pickle.UnpicklingError) as error:
         aside = path.with_name(f"{path.name}.unreadable")
         os.replace(path, aside)

@@ -25,6 +25,7 @@ import pandas as pd
 import torch
 
 from dataflex_rl.artefacts.atomic import atomic_path
+from dataflex_rl.artefacts.train_state import load_train_state
 from dataflex_rl.backends.verl.checkpoints import tracked_step
 from dataflex_rl.backends.verl.job import VerlRunJob
 from dataflex_rl.backends.verl.probe_settings import check_selection_options
@@ -48,7 +49,9 @@ def write_round(path: Path, result: Mapping[str, Any]) -> None:
 
 
 def read_round(path: Path) -> dict:
-    return torch.load(path, weights_only=False)
+    """Round file `path` (in the run's state folder's ROUNDS_FOLDER), read without running code (UntrustedStateError
+    for a file naming anything beyond tensors and numbers)."""
+    return load_train_state(path, Path(path).parent.parent)
 
 
 def row_labels(frame: pd.DataFrame, target_domain: str | None) -> RowLabels:

@@ -38,6 +38,7 @@ from verl.utils.dataset.rl_dataset import collate_fn
 from verl.workers.utils.padding import response_to_nested
 
 from dataflex_rl.artefacts.atomic import atomic_path
+from dataflex_rl.artefacts.train_state import load_train_state
 from dataflex_rl.backends.verl.checkpoints import remove_superseded_checkpoints
 from dataflex_rl.backends.verl.job import CONFIG_BLOCK, VerlRunJob
 from dataflex_rl.backends.verl.registration import check_registered
@@ -225,4 +226,4 @@ class DataflexTrainer(PPOTrainerSync):
             raise RuntimeError(f"{path}: missing, so resuming from {folder} would restart the prompt stream and the "
                                f"mixture of step 1; this checkpoint was not written by the dataflex_rl trainer — "
                                f"remove {trainer.default_local_dir} to start the run afresh")
-        self.driver.load_state_dict(torch.load(path, weights_only=False))
+        self.driver.load_state_dict(load_train_state(path, trainer.default_local_dir))
