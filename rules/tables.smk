@@ -27,6 +27,7 @@ rule tables:
         max_subsets=STUDY.stats.seed_subsets,
         seed_counts=list(STUDY.stats.mde_seed_counts),
         pairing=STUDY.stats.pairing,
+        equivalence_margin=STUDY.stats.equivalence_margin,
         max_cut_share=STUDY.evaluation.max_cut_share,
         settings=STUDY.tables_slice(),
     script:

@@ -14,6 +14,7 @@ with job_log(snakemake.log[0]):
         seed_counts=snakemake.params.seed_counts,
         pairing=snakemake.params.pairing,
         max_cut_share=snakemake.params.max_cut_share,
+        equivalence_margin=snakemake.params.equivalence_margin,
     )
     write_provenance(snakemake.output.provenance, snakemake.params.settings,
                      [*snakemake.output.tables, *snakemake.output.figures],

@@ -15,11 +15,13 @@ from dataflex_rl.artefacts.atomic import atomic_path
 FOREST_DPI = 150
 
 
-def forest_plot(comparison_df: pd.DataFrame, path: str | os.PathLike, metric: str) -> None:
+def forest_plot(comparison_df: pd.DataFrame, path: str | os.PathLike, metric: str,
+                margin: float | None = None) -> None:
     """PNG of each method's paired Δ versus its control with its CI, from a `compare_methods` table (points).
 
-    A vertical line marks Δ = 0, so an interval that excludes it is visible at a glance. A method whose CI is NaN
-    (fewer than two seeds) is drawn as a point without a bar.
+    A vertical line marks Δ = 0, so an interval that excludes it is visible at a glance; with `margin`, a shaded band
+    marks ±margin, the equivalence margin (docs/statistics.md). A method whose CI is NaN (fewer than two seeds) is
+    drawn as a point without a bar.
     """
     if comparison_df.empty:
         raise ValueError("nothing to plot: the comparison table is empty")
@@ -35,6 +37,9 @@ def forest_plot(comparison_df: pd.DataFrame, path: str | os.PathLike, metric: st
     fig = Figure(figsize=(width, height), dpi=FOREST_DPI)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
+    if margin is not None:
+        ax.axvspan(-margin, margin, color="C2", alpha=0.15, linewidth=0, label=f"equivalence margin ±{margin:g}")
+        ax.legend(loc="lower right", fontsize="small", frameon=False)
     ax.axvline(0.0, color="0.5", linewidth=1, linestyle="--")
     ax.errorbar(delta, y, xerr=errors, fmt="o", color="C0", ecolor="C0", capsize=3)
     ax.set_yticks(y, labels)

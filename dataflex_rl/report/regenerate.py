@@ -19,7 +19,7 @@ from dataflex_rl.report.figures import domain_heatmap, forest_plot, seed_suffici
 from dataflex_rl.report.outputs import TABLES
 from dataflex_rl.report.tables import write_table
 from dataflex_rl.stats.contrasts import constrained_data_contrasts, long_training_contrasts, study_cells
-from dataflex_rl.stats.paired import compare_methods, headroom
+from dataflex_rl.stats.paired import EQUIVALENCE_MARGIN, compare_methods, headroom
 from dataflex_rl.stats.cut_flags import cut_flag_table
 from dataflex_rl.stats.parse_flags import check_exclusions, excluded_benchmarks, parse_flag_table
 from dataflex_rl.stats.seeds import detectable_effects, seed_sufficiency
@@ -97,10 +97,13 @@ def with_base_flags(headroom_table: pd.DataFrame, records: pd.DataFrame) -> pd.D
 def regenerate(records: pd.DataFrame, out_dir: str | Path, controls: Mapping[str, str], *, confidence: float = 0.95,
                bootstrap_resamples: int = 9999, max_subsets: int = 200,
                seed_counts: Sequence[int] = (3, 6, 12), pairing: str = "paired",
-               max_cut_share: float = EvaluationSettings.max_cut_share) -> dict[str, pd.DataFrame]:
+               max_cut_share: float = EvaluationSettings.max_cut_share,
+               equivalence_margin: float = EQUIVALENCE_MARGIN) -> dict[str, pd.DataFrame]:
     """Write every table and figure of the study under `out_dir`; return the tables by name. `pairing` is
     dataflex_rl.stats.paired.PAIRINGS' choice for every comparison (config `stats.pairing`); `max_cut_share` the cut
-    share above which a (run, benchmark) is listed in cut_flags (config `evaluation.max_cut_share`)."""
+    share above which a (run, benchmark) is listed in cut_flags (config `evaluation.max_cut_share`);
+    `equivalence_margin` the ±points within which a comparison's verdict can be "equivalent" (config
+    `stats.equivalence_margin`, docs/statistics.md)."""
     out_dir = Path(out_dir)
     extras = [c for c in RUN_LEVEL_EXTRAS if c in records.columns]
     excluded = excluded_benchmarks(records)
@@ -111,7 +114,8 @@ def regenerate(records: pd.DataFrame, out_dir: str | Path, controls: Mapping[str
     trained = summaries[summaries["method"] != UNTRAINED]
 
     comparisons = pd.concat([compare_methods(summaries, m, controls=controls, confidence=confidence,
-                                             bootstrap_resamples=bootstrap_resamples, pairing=pairing)
+                                             bootstrap_resamples=bootstrap_resamples, pairing=pairing,
+                                             equivalence_margin=equivalence_margin)
                              for m in metrics], ignore_index=True)
     headline_comparisons = comparisons[comparisons["metric"] == headline].reset_index(drop=True)
     has_untrained = (summaries["method"] == UNTRAINED).any() and (summaries["method"] == "baseline").any()
@@ -154,7 +158,7 @@ def regenerate(records: pd.DataFrame, out_dir: str | Path, controls: Mapping[str
     figures = out_dir / "figures"
     if headline_comparisons.empty:
         raise ValueError("no method has a control in these records; set methods.<m>.control in the config")
-    forest_plot(headline_comparisons, figures / "forest_DB.png", headline)
+    forest_plot(headline_comparisons, figures / "forest_DB.png", headline, margin=equivalence_margin)
     domain_heatmap(tables["domain_tradeoffs"], figures / "domain_heatmap.png")
     spearman_heatmap(spearman, figures / "summary_spearman.png")
     sufficiency = tables["seed_sufficiency"]

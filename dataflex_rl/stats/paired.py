@@ -18,19 +18,23 @@ import pandas as pd
 from scipy import stats
 
 from dataflex_rl.artefacts.layout import UNTRAINED
+from dataflex_rl.stats.equivalence import tost, verdicts
 
 POINTS = 100.0  # summaries are in [0, 1]; comparison tables are in percentage points
 # How a method's seeds meet its control's: "paired" (the protocol; unmatched seeds are an error), "shared_seeds"
 # (paired over the seeds both arms have, the others named in `dropped_seeds`), "unpaired" (Welch's t over all seeds).
 PAIRINGS = ("paired", "shared_seeds", "unpaired")
+# stats.equivalence_margin's default, in points: docs/statistics.md says why (a choice, not an estimate).
+EQUIVALENCE_MARGIN = 1.0
 
 
 @dataclass(frozen=True)
 class PairedDifference:
     """Mean per-seed difference (treatment − control) with its t interval.
 
-    With fewer than two seeds there is no spread to estimate, so sd, ci_low, ci_high and t_p_value are NaN.
-    `dropped` lists the (side lacking it, seed) cells left out when unpaired seeds were allowed.
+    With fewer than two seeds there is no spread to estimate, so sd, ci_low, ci_high, t_p_value, se and df are NaN.
+    `dropped` lists the (side lacking it, seed) cells left out when unpaired seeds were allowed. `se` and `df` are the
+    standard error of `mean` and the t distribution's degrees of freedom (the equivalence test needs them).
     """
 
     mean: float
@@ -42,6 +46,8 @@ class PairedDifference:
     seeds: tuple[int, ...]
     dropped: tuple[tuple[str, int], ...] = ()
     confidence: float = 0.95
+    se: float = math.nan
+    df: float = math.nan
 
 
 class UnmatchedSeedsError(ValueError):
@@ -62,15 +68,16 @@ def mean_t_interval(seeds: tuple[int, ...], differences: np.ndarray, confidence:
         raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
     n = len(differences)
     mean = float(differences.mean())
-    low = high = sd = p = math.nan
+    low = high = sd = p = se = df = math.nan
     if n >= 2:
+        df = n - 1
         sd = float(differences.std(ddof=1))
         se = sd / math.sqrt(n)
         half = float(stats.t.ppf((1 + confidence) / 2, n - 1)) * se
         low, high = mean - half, mean + half
         # Identical differences: the t statistic is infinite (p = 0) unless the mean is 0 too (undefined).
         p = float(2 * stats.t.sf(abs(mean) / se, n - 1)) if se > 0 else (math.nan if mean == 0 else 0.0)
-    return PairedDifference(mean, low, high, sd, n, p, seeds, dropped, confidence)
+    return PairedDifference(mean, low, high, sd, n, p, seeds, dropped, confidence, se=se, df=df)
 
 
 def paired_difference_ci(treatment: Mapping[int, float], control: Mapping[int, float], confidence: float = 0.95, *,
@@ -117,11 +124,12 @@ def welch_difference_ci(treatment: Mapping[int, float], control: Mapping[int, fl
     sd = math.sqrt(t.var(ddof=1) + c.var(ddof=1))
     if sd == 0:
         p = math.nan if mean == 0 else 0.0
-        return PairedDifference(mean, mean, mean, 0.0, n, p, seeds, (), confidence)
+        return PairedDifference(mean, mean, mean, 0.0, n, p, seeds, (), confidence, se=0.0)
     result = stats.ttest_ind(t, c, equal_var=False)
     interval = result.confidence_interval(confidence)
+    se = math.sqrt(t.var(ddof=1) / len(t) + c.var(ddof=1) / len(c))
     return PairedDifference(mean, float(interval.low), float(interval.high), sd, n, float(result.pvalue), seeds, (),
-                            confidence)
+                            confidence, se=se, df=float(result.df))
 
 
 def _mean(x: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -271,9 +279,16 @@ def arm_difference(treated: dict[int, float], base: dict[int, float], pairing: s
     return diff, diff.seeds, diff.seeds
 
 
+def _equivalence_cells(diff: PairedDifference, margin: float, confidence: float) -> dict[str, float]:
+    """A comparison's TOST columns in points (`margin` is in points, `diff` on the summaries' [0, 1] scale)."""
+    result = tost(diff.mean, diff.se, diff.df, margin / POINTS, confidence)
+    return {"margin": margin, "tost_low": POINTS * result.ci_low, "tost_high": POINTS * result.ci_high,
+            "p_tost": result.p_value}
+
+
 def compare_methods(summaries: pd.DataFrame, metric: str = "DB-12", *, controls: Mapping[str, str],
                     model: str | None = None, confidence: float = 0.95, pairing: str = "paired",
-                    bootstrap_resamples: int = 0) -> pd.DataFrame:
+                    bootstrap_resamples: int = 0, equivalence_margin: float = EQUIVALENCE_MARGIN) -> pd.DataFrame:
     """One row per (model, method) present in `controls`: the difference to its control, in points. A method whose
     own control has no runs in a cell is left out there where it serves as another method's control (a campaign may
     train it as a reference alone: campaign_checks); otherwise that is an error.
@@ -282,6 +297,10 @@ def compare_methods(summaries: pd.DataFrame, metric: str = "DB-12", *, controls:
     so delta_mean = method_mean − control_mean. p_holm adjusts p across the methods of each (model, metric): the
     methods of one printed table. dropped_seeds names the cells "shared_seeds" left out. With `bootstrap_resamples`
     > 0, boot_low / boot_high hold the bootstrap interval (paired, or per arm when unpaired) as a check.
+
+    The equivalence columns (dataflex_rl.stats.equivalence, docs/statistics.md): `margin` (points), tost_low /
+    tost_high the (2·confidence − 1) interval, p_tost the TOST p-value of |Δ| < margin with the same pairing's
+    formulas, p_tost_holm its Holm adjustment over the same family as p_holm, and the row's `verdict`.
     """
     if pairing not in PAIRINGS:
         raise ValueError(f"pairing must be one of {PAIRINGS}, got {pairing!r}")
@@ -313,15 +332,20 @@ def compare_methods(summaries: pd.DataFrame, metric: str = "DB-12", *, controls:
                 "delta_mean": POINTS * diff.mean, "ci_low": POINTS * diff.ci_low, "ci_high": POINTS * diff.ci_high,
                 "sd": POINTS * diff.sd, "p": diff.t_p_value,
                 "dropped_seeds": ", ".join(f"{side}:seed{seed}" for side, seed in diff.dropped),
+                **_equivalence_cells(diff, equivalence_margin, confidence),
             })
             samples.append((treated, base) if pairing == "unpaired" else
                            np.array([treated[s] - base[s] for s in diff.seeds], dtype=float))
         if block:
             block_frame = pd.DataFrame(block)
             block_frame["p_holm"] = _holm(block_frame["p"])
+            block_frame["p_tost_holm"] = _holm(block_frame["p_tost"])
+            block_frame["verdict"] = verdicts(block_frame["delta_mean"], block_frame["p_holm"],
+                                              block_frame["p_tost_holm"], 1 - confidence)
             blocks.append(block_frame)
     columns = ["model", "method", "control", "metric", "pairing", "n_seeds", "method_mean", "control_mean",
-               "delta_mean", "ci_low", "ci_high", "sd", "p", "p_holm", "dropped_seeds"]
+               "delta_mean", "ci_low", "ci_high", "sd", "p", "p_holm", "dropped_seeds",
+               "margin", "tost_low", "tost_high", "p_tost", "p_tost_holm", "verdict"]
     if bootstrap_resamples:
         columns[columns.index("sd"):columns.index("sd")] = ["boot_low", "boot_high"]
     if not blocks:

@@ -87,6 +87,7 @@ class StatsSettings:
     mde_seed_counts: tuple[int, ...] = (3, 6, 12)
     curve_window: int = 10
     pairing: str = "paired"
+    equivalence_margin: float = 1.0
 
 
 @dataclass(frozen=True)
