@@ -10,17 +10,36 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 
+_UMASK_LOCK = threading.Lock()
+
+
+def _umask() -> int:
+    """The process's umask. os.umask can only be read by setting it, so it is set to the strict 0o077 (a file another
+    thread creates meanwhile is at most less readable, never more) and restored at once, under a lock so two readers
+    never restore each other's value; read per call, not at import, so a umask set later is honoured."""
+    with _UMASK_LOCK:
+        current = os.umask(0o077)
+        os.umask(current)
+    return current
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
-    """Yield a temporary path beside `path`; on success fsync it and rename it onto `path`, on failure remove it."""
+    """Yield a temporary path beside `path`; on success fsync it and rename it onto `path`, on failure remove it. The
+    file is readable as the umask says (0o666 & ~umask), like a file open() creates, not mkstemp's 0600."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix or target.suffix, dir=target.parent)
-    os.close(fd)
+    try:
+        # mkstemp makes the file 0600 whatever the umask; a result gets the mode open() would give it
+        os.fchmod(fd, 0o666 & ~_umask())
+    finally:
+        os.close(fd)
     tmp = Path(tmp_name)
     try:
         yield tmp
