@@ -20,8 +20,9 @@ from typing import Any
 import torch
 
 
-class UntrustedStateError(RuntimeError):
-    """A train state names objects beyond tensors, numbers and their containers: loading it could run code."""
+class UntrustedStateError(Exception):
+    """A train state names objects beyond tensors, numbers and their containers: loading it could run code. Not a
+    RuntimeError or UnpicklingError, so a caller that sets aside damaged (unreadable) files never catches it."""
 
 
 def load_train_state(path: str | os.PathLike, run_state: str | os.PathLike) -> Any:

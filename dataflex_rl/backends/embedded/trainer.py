@@ -34,7 +34,7 @@ from dataflex_rl.training import grpo
 from dataflex_rl.training.faults import FaultPlan
 from dataflex_rl.training.recipe import GRPOSettings
 from dataflex_rl.artefacts.atomic import atomic_directory, atomic_path, remove_partial_writes, write_parquet
-from dataflex_rl.artefacts.train_state import UntrustedStateError, load_train_state
+from dataflex_rl.artefacts.train_state import load_train_state
 from dataflex_rl.backends.base import ProbeOpener
 from dataflex_rl.backends.embedded.generation import decode_from, left_pad, response_texts
 from dataflex_rl.backends.embedded.model import load_model
@@ -302,8 +302,6 @@ def _readable(path: Path) -> dict | None:
     names objects beyond tensors and numbers is refused (UntrustedStateError), and left where it is."""
     try:
         return load_train_state(path, path.parent)
-    except UntrustedStateError:
-        raise
     except (RuntimeError, EOFError, ValueError, pickle.UnpicklingError) as error:
         aside = path.with_name(f"{path.name}.unreadable")
         os.replace(path, aside)
