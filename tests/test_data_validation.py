@@ -17,7 +17,9 @@ import pandas as pd
 import pytest
 import yaml
 
+from dataflex_rl.artefacts.items import LETTERS, item_metadata
 from dataflex_rl.item_sources.loaders import BenchmarkSizeWarning
+from dataflex_rl.item_sources.readers import gpqa_order
 from dataflex_rl.corpus.build import benchmark_items, build_corpus
 from dataflex_rl.corpus.quarantine_gate import QuarantineGateError, check_quarantine
 from dataflex_rl.corpus.validation import (FILE_ANSWER_FORMATS, REASONS, BenchmarkContentWarning, DataValidationError,
@@ -444,14 +446,15 @@ def test_each_reader_type_checks_the_fields_it_reads(tmp_path, name, row, detail
                            "answer_index": 1, "category": "physics"}],
      {"question_id": 3, "question": "Q3?", "options": ["4 J", "2 J", "4  J"], "answer": "A", "answer_index": 0,
       "category": "physics"},
-     "options: options A and C are the same text '4  J'; a duplicate option makes the gold letter ambiguous"),
+     "options: option C is the same text as the correct answer, option A: '4  J'; a copy of the correct answer makes "
+     "the gold letter ambiguous"),
     ("ZebraLogic", [{"id": "z1", "puzzle": "Two houses.", "question": "Who owns the cat?", "choices": ["Ann", "Bob"],
                      "answer": "Bob"},
                     {"id": "z2", "puzzle": "Two houses.", "question": "Who owns the dog?", "choices": ["Ann", "Bob"],
                      "answer": "Ann"}],
      {"id": "z3", "puzzle": "Two houses.", "question": "Who owns the fish?", "choices": ["Ann", "Bob", "Ann"],
-      "answer": "Ann"}, "choices: options A and C are the same text 'Ann'; a duplicate option makes the gold letter "
-                        "ambiguous"),
+      "answer": "Ann"}, "choices: option C is the same text as the correct answer, option A: 'Ann'; a copy of the "
+                        "correct answer makes the gold letter ambiguous"),
 ])
 def test_a_row_whose_fields_contradict_each_other_is_quarantined_not_a_failed_file(tmp_path, name, good, bad, detail):
     """A row the reader cannot combine into an item is counted and kept for inspection, and the file's other rows are
@@ -645,18 +648,81 @@ def test_every_reason_and_unreadable_file_is_documented(tmp_path):
         assert problem.split(", found ")[1].split(" (")[0].split("'")[0] in documented, problem
 
 
+GPQA_COLUMNS = ("Question", "Correct Answer", "Incorrect Answer 1", "Incorrect Answer 2", "Incorrect Answer 3")
+
+
 def test_a_gpqa_row_whose_correct_answer_is_also_an_incorrect_one_is_quarantined(tmp_path):
-    columns = ("Question", "Correct Answer", "Incorrect Answer 1", "Incorrect Answer 2", "Incorrect Answer 3")
-    rows = [dict(zip(columns, ("Capital of France?", "Paris", "Lyon", "Nice", "Lille"))),
-            dict(zip(columns, ("Capital of Italy?", "Rome", "Milan", "Rome ", "Turin"))),
-            dict(zip(columns, ("Capital of Spain?", "Madrid", "Seville", "Bilbao", "Malaga")))]
+    rows = [dict(zip(GPQA_COLUMNS, ("Capital of France?", "Paris", "Lyon", "Nice", "Lille"))),
+            dict(zip(GPQA_COLUMNS, ("Capital of Italy?", "Rome", "Milan", "Rome ", "Turin"))),
+            dict(zip(GPQA_COLUMNS, ("Capital of Spain?", "Madrid", "Seville", "Bilbao", "Malaga")))]
     path, quarantine = tmp_path / "gpqa_diamond.csv", tmp_path / "quarantine.jsonl"
     pd.DataFrame(rows).to_csv(path, index=False)
     items, audit = _validate("GPQA-Diamond", path, quarantine)
     assert audit["files"][str(path)]["quarantined_by_reason"] == {"inconsistent_row": 1} and len(items) == 2
     [record] = map(json.loads, quarantine.read_text().splitlines())
-    assert record["detail"].startswith("source row 1: Correct Answer / Incorrect Answer 1-3: options ")
-    assert record["detail"].endswith("are the same text 'Rome'; a duplicate option makes the gold letter ambiguous")
+    order = gpqa_order("Capital of Italy?")
+    gold, copy = LETTERS[order.index(0)], LETTERS[order.index(2)]
+    assert record["reason"] == "inconsistent_row" and record["detail"] == (
+        f"source row 1: Correct Answer / Incorrect Answer 1-3: option {copy} (Incorrect Answer 2) is the same text as "
+        f"the correct answer, option {gold} (Correct Answer): 'Rome'; a copy of the correct answer makes the gold "
+        f"letter ambiguous")
+
+
+def test_a_gpqa_row_whose_incorrect_answers_repeat_each_other_keeps_all_four_options_and_one_gold(tmp_path):
+    """Two official GPQA-Diamond rows have two incorrect options with the same text: the gold letter is still one
+    (the shuffle orders the columns, not their texts), and the options are kept as shipped, as harnesses show them."""
+    row = dict(zip(GPQA_COLUMNS, ("Capital of Germany?", "Berlin", "Munich", "Hamburg", "Munich")))
+    path = tmp_path / "gpqa_diamond.csv"
+    pd.DataFrame([row]).to_csv(path, index=False)
+    items, audit = _validate("GPQA-Diamond", path)
+    [item] = items.to_dict("records")
+    metadata = item_metadata(item)
+    assert audit["files"][str(path)]["rows_quarantined"] == 0 and len(metadata["options"]) == 4
+    assert sorted(metadata["options"]) == ["Berlin", "Hamburg", "Munich", "Munich"]
+    assert metadata["options"][LETTERS.index(item["answer"])] == "Berlin"
+    assert metadata["option_sources"][LETTERS.index(item["answer"])] == "Correct Answer"
+    assert item["answer"] == LETTERS[gpqa_order("Capital of Germany?").index(0)]
+
+
+@pytest.mark.parametrize("name, row", [
+    ("MMLU-Pro-physics", {"question_id": 1, "question": "Q1?", "options": ["4 J", "2 J", "2  J"], "answer": "A",
+                          "answer_index": 0, "category": "physics"}),
+    ("ZebraLogic", {"id": "z1", "puzzle": "Two houses.", "question": "Who owns the cat?",
+                    "choices": ["Ann", "Bob", "Ann"], "answer": "Bob"}),
+])
+def test_wrong_options_that_repeat_each_other_are_kept_in_every_multiple_choice_reader(tmp_path, name, row):
+    path = tmp_path / "bench.jsonl"
+    _jsonl(path, [row])
+    items, audit = _validate(name, path)
+    [item] = items.to_dict("records")
+    assert audit["files"][str(path)]["rows_quarantined"] == 0
+    assert item_metadata(item)["options"] == row.get("options", row.get("choices"))
+    assert item["answer"] == ("A" if name.startswith("MMLU") else "B")
+
+
+def test_an_official_format_gpqa_diamond_file_with_repeated_incorrect_answers_passes_the_gate_at_threshold_0(tmp_path):
+    """All 198 rows of a file in the official CSV's columns load, two of them with two incorrect options of the same
+    text, and the benchmarks' quarantine gate passes at its default threshold 0 (issue 36: it stopped the paper
+    config)."""
+    extra = ("Pre-Revision Question", "Explanation", "Record ID", "High-level domain", "Subdomain")
+    rows = [dict(zip(GPQA_COLUMNS + extra, (
+        f"What is the energy, in eV, of level {i} of the model system, given \"the usual\" assumptions?",
+        f"{i}.5 eV", f"{i}.1 eV", f"{i}.2 eV, or more", f"{i}.3 eV", f"Level {i} (draft)?", f"Because {i}.",
+        f"rec{i:03d}Xq7Lm2Ap", "Physics", "Quantum Mechanics"))) for i in range(198)]
+    for i in (17, 140):
+        rows[i]["Incorrect Answer 3"] = rows[i]["Incorrect Answer 1"]
+    path, quarantine = tmp_path / "gpqa_diamond.csv", tmp_path / "quarantine.jsonl"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    items, audit = _validate("GPQA-Diamond", path, quarantine)
+    threshold = ValidationSettings.for_section("benchmarks").max_quarantine_fraction
+    report = check_quarantine(audit, "GPQA-Diamond.audit.json", "benchmarks", threshold, "f")
+    assert threshold == 0.0 and report["failed"] == [] and len(items) == 198
+    assert audit["files"][str(path)]["rows_quarantined"] == 0 and quarantine.read_text() == ""
+    for i in (17, 140):
+        item = items.to_dict("records")[i]
+        options = item_metadata(item)["options"]
+        assert len(options) == 4 and options.count(f"{i}.1 eV") == 2
+        assert options[LETTERS.index(item["answer"])] == f"{i}.5 eV"
 
 
 def test_a_utf8_byte_order_mark_is_read_as_utf8_in_benchmark_and_corpus_files(tmp_path):

@@ -17,7 +17,7 @@ import numbers
 import random
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -193,25 +193,28 @@ def _bbh(row: Mapping) -> NativeItem:
     return NativeItem(question, target, {"options": options} if options else {})
 
 
-def _distinct(options: list[str], field: str) -> list[str]:
-    """The options of a multiple-choice row, refused when two are the same text (whitespace aside): a model that
-    picks the copy of the correct answer would be scored wrong, and a copied wrong answer is a damaged row."""
-    seen: dict[str, int] = {}
+def _unambiguous(options: list[str], gold: int, field: str, labels: Sequence[str] = LETTERS) -> list[str]:
+    """The options of a multiple-choice row, refused when another option is the gold's text (whitespace aside): a
+    model that picks the copy of the correct answer would be scored wrong. Wrong options that repeat each other are
+    kept as shipped (two GPQA-Diamond rows have them): the gold letter is still one, and harnesses show them all.
+    `labels` names each option in the refusal (GPQA's add the source column)."""
+    key = " ".join(options[gold].split())
     for position, option in enumerate(options):
-        first = seen.setdefault(" ".join(option.split()), position)
-        if first != position:
-            raise UnreadableRowError(f"{field}: options {LETTERS[first]} and {LETTERS[position]} are the same text "
-                                     f"{option!r}; a duplicate option makes the gold letter ambiguous")
+        if position != gold and " ".join(option.split()) == key:
+            raise UnreadableRowError(f"{field}: option {labels[position]} is the same text as the correct answer, "
+                                     f"option {labels[gold]}: {option!r}; a copy of the correct answer makes the "
+                                     f"gold letter ambiguous")
     return options
 
 
 def _zebra(row: Mapping) -> NativeItem:
-    choices = _distinct(_texts(row["choices"], "choices"), "choices")
+    choices = _texts(row["choices"], "choices")
     answer = text_field(row["answer"], "answer")
     if answer not in choices:
         raise UnreadableRowError(f"answer {answer!r} is not one of the choices {choices}")
     prompt = f"{text_field(row['puzzle'], 'puzzle')}\n\n{text_field(row['question'], 'question')}"
-    return NativeItem(prompt, LETTERS[choices.index(answer)], {"options": choices})
+    gold = choices.index(answer)
+    return NativeItem(prompt, LETTERS[gold], {"options": _unambiguous(choices, gold, "choices")})
 
 
 def _mmlu_pro(row: Mapping) -> NativeItem:
@@ -224,8 +227,9 @@ def _mmlu_pro(row: Mapping) -> NativeItem:
     if LETTERS[index] != text_field(row["answer"], "answer"):
         raise UnreadableRowError(f"answer {row['answer']!r} disagrees with answer_index {index}")
     kept = [i for i, option in enumerate(options) if option != "N/A" or i == index]
-    return NativeItem(text_field(row["question"], "question"), LETTERS[kept.index(index)],
-                      {"options": _distinct([options[i] for i in kept], "options")})
+    gold = kept.index(index)
+    return NativeItem(text_field(row["question"], "question"), LETTERS[gold],
+                      {"options": _unambiguous([options[i] for i in kept], gold, "options")})
 
 
 GPQA_SHUFFLE_SEED = 42
@@ -243,11 +247,13 @@ def gpqa_order(key: str, seed: int = GPQA_SHUFFLE_SEED) -> list[int]:
 def _gpqa(row: Mapping) -> NativeItem:
     key = text_field(row["Record ID"], "Record ID") if "Record ID" in row else text_field(row["Question"], "Question")
     order = gpqa_order(key)
-    options = _distinct([" ".join(text_field(row[_GPQA_OPTION_COLUMNS[i]], _GPQA_OPTION_COLUMNS[i]).split())
-                         for i in order], "Correct Answer / Incorrect Answer 1-3")
-    return NativeItem(text_field(row["Question"], "Question"), LETTERS[order.index(0)],
-                      {"options": options, "option_sources": [_GPQA_OPTION_COLUMNS[i] for i in order],
-                       "shuffle_seed": GPQA_SHUFFLE_SEED})
+    sources = [_GPQA_OPTION_COLUMNS[i] for i in order]
+    gold = order.index(0)  # the position of the column, not of its text: one letter even when wrong options repeat
+    options = _unambiguous([" ".join(text_field(row[column], column).split()) for column in sources], gold,
+                           "Correct Answer / Incorrect Answer 1-3",
+                           [f"{letter} ({column})" for letter, column in zip(LETTERS, sources)])
+    return NativeItem(text_field(row["Question"], "Question"), LETTERS[gold],
+                      {"options": options, "option_sources": sources, "shuffle_seed": GPQA_SHUFFLE_SEED})
 
 
 MATH_500 = Reader(_math("problem", "answer"), ("problem", "answer"), "unique_id")
