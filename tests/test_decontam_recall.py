@@ -12,7 +12,8 @@ import pytest
 
 from dataflex_rl.corpus.decontam import decontaminate_files
 from dataflex_rl.corpus.build import build_corpus
-from planted_copies import EDITS, MARKUP, PROCEDURAL_SOURCES, planted, procedural_items, real_items, siblings
+from planted_copies import (EDITS, MARKUP, PROCEDURAL_SOURCES, SHARED, SHARED_FILES, planted, procedural_items,
+                            real_items, siblings)
 
 THRESHOLD = 0.8  # the default study's
 
@@ -63,4 +64,6 @@ def test_no_false_hits_on_unrelated_prompts(tmp_path, items):
 
     real = items["real"].assign(source="real", answer_format="int")
     audit = _audit(tmp_path, real, items["procedural"])
-    assert audit["counts"]["corpus_rows"] >= 2000 and audit["counts"]["removed"] == 0
+    assert audit["counts"]["corpus_rows"] == len(real) and audit["counts"]["removed"] == 0
+    # the fixtures alone hold a few dozen items; with the shared public copies beside the repository, thousands
+    assert len(real) >= (2000 if any((SHARED / file).exists() for file in SHARED_FILES.values()) else 30)
