@@ -12,6 +12,7 @@ from dataflex_rl.config.yaml_nodes import config_yaml_errors
 from dataflex_rl.study.input_digests import input_digests
 from dataflex_rl.policies.catalogue import CATALOGUE
 from dataflex_rl.study.plan import hub_benchmarks, matrix_summary, model_notes, planned_jobs
+from dataflex_rl.study.power_plan import power_lines
 from dataflex_rl.records.package_versions import PROVENANCE_PACKAGES
 from dataflex_rl.artefacts.readable import parquet_problem, record_problem
 from dataflex_rl.study.replans import Replans
@@ -164,13 +165,13 @@ SELECTION_RUNS = FILES.selection_runs()
 
 
 def check_resources_and_summarise():
-    """Refuse resource requests that cannot run (config_checks.planned_resource_errors), then print the matrix summary;
-    each rule's resources as Snakemake merged them (rule, profile, command line:
-    dataflex_rl/study/rule_resources.py)."""
+    """Refuse resource requests that cannot run (config_checks.planned_resource_errors), then print the matrix summary
+    and the power plan beside its cost plan (dataflex_rl/study/power_plan.py); each rule's resources as Snakemake
+    merged them (rule, profile, command line: dataflex_rl/study/rule_resources.py)."""
     jobs = planned_jobs(STUDY)
     resources = {rule: merged_values(workflow.get_rule(rule).resources) for rule, count in jobs.items() if count}
     errors = planned_resource_errors(STUDY, resources, Path.cwd())
     if errors:
         raise ValueError(f"invalid resources ({len(errors)} problem(s)):\n  - " + "\n  - ".join(errors))
     summary = matrix_summary(STUDY, jobs, resources, HUB_BENCHMARKS, model_notes(STUDY, Path.cwd()))
-    print(summary, file=sys.stderr)
+    print("\n".join([summary, *power_lines(STUDY, resources, Path.cwd())]), file=sys.stderr)

@@ -9,8 +9,8 @@ import pytest
 from scipy import stats
 
 from dataflex_rl.stats.paired import UnmatchedSeedsError
-from dataflex_rl.stats.seeds import (detectable_effects, minimum_detectable_effect, paired_t_power, seed_matrix,
-                                     seed_sufficiency)
+from dataflex_rl.stats.power import minimum_detectable_effect, paired_t_power
+from dataflex_rl.stats.seeds import detectable_effects, seed_matrix, seed_sufficiency
 from dataflex_rl.stats.sensitivity import evaluation_sensitivity, method_means, summary_spearman_matrix
 from dataflex_rl.stats.simulate import simulate_records
 from dataflex_rl.stats.summaries import run_summaries, summary_columns

@@ -4,22 +4,23 @@ The paper argues in prose that 3 seeds are too few; here it is measured. For n =
 random sample of `max_subsets` of them) is taken for all methods at once — seeds are matched, so a subset is a set of
 seeds, not a set of runs — and the subset's method ranking is compared with the all-seed ranking: does the winner
 match, and what is Spearman ρ. The minimum detectable effect is the smallest true mean paired difference that a
-two-sided paired t test at level alpha finds with the given power, at the observed paired SD.
+two-sided paired t test at level alpha finds with the given power, at the observed paired SD (dataflex_rl.stats.power,
+which the dry run's power plan uses too).
 """
 from __future__ import annotations
 
 import functools
 import itertools
 import math
-import warnings
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import optimize, stats
+from scipy import stats
 
 from dataflex_rl.artefacts.layout import UNTRAINED
 from dataflex_rl.stats.paired import UnmatchedSeedsError
+from dataflex_rl.stats.power import minimum_detectable_effect
 
 
 def seed_matrix(summaries: pd.DataFrame, model: str, metric: str, *,
@@ -99,37 +100,6 @@ def seed_sufficiency(summaries: pd.DataFrame, metric: str, *, max_subsets: int =
                 "mean_spearman": float(np.nanmean(rho)) if np.isfinite(rho).any() else math.nan,
             })
     return pd.DataFrame(rows)
-
-
-def paired_t_power(effect: float, sd: float, n: int, alpha: float = 0.05) -> float:
-    """Power of the two-sided one-sample (paired) t test at level alpha for a true mean `effect` and SD `sd`."""
-    if n < 2 or not sd > 0:
-        return math.nan
-    df = n - 1
-    critical = stats.t.ppf(1 - alpha / 2, df)
-    nc = effect / sd * math.sqrt(n)
-    # scipy's nct returns NaN for a far tail that has underflowed; that tail is ~0, not unknown.
-    upper, lower = (float(np.nan_to_num(x, nan=0.0)) for x in (stats.nct.sf(critical, df, abs(nc)),
-                                                             stats.nct.cdf(-critical, df, abs(nc))))
-    return upper + lower
-
-
-@functools.lru_cache(maxsize=None)
-def _standardised_mde(n: int, power: float, alpha: float) -> float:
-    """MDE in SD units: power depends on effect / sd only, so one root per (n, power, alpha) serves every table row."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        upper = 1.0
-        while paired_t_power(upper, 1.0, n, alpha) < power:
-            upper *= 2
-        return float(optimize.brentq(lambda e: paired_t_power(e, 1.0, n, alpha) - power, 0.0, upper, xtol=1e-13))
-
-
-def minimum_detectable_effect(sd: float, n: int, power: float = 0.8, alpha: float = 0.05) -> float:
-    """Smallest true mean paired difference detected with `power` by a two-sided paired t test with n pairs."""
-    if n < 2 or not sd > 0 or not math.isfinite(sd):
-        return math.nan
-    return sd * _standardised_mde(int(n), float(power), float(alpha))
 
 
 def detectable_effects(comparisons: pd.DataFrame, seed_counts: Sequence[int] = (3, 6, 12), power: float = 0.8,

@@ -26,7 +26,7 @@ from dataflex_rl.policies.catalogue import CATALOGUE, Role, StudyShape
 from dataflex_rl.backends.registry import get_backend
 from dataflex_rl.item_sources.paths import benchmark_paths
 from dataflex_rl.item_sources.registry import REGISTRY
-from dataflex_rl.artefacts.layout import UNTRAINED
+from dataflex_rl.artefacts.layout import RECORDS, UNTRAINED
 from dataflex_rl.prompt_selection.candidates import SelectionSize
 from dataflex_rl.artefacts.readable import parquet_problem
 from dataflex_rl.training.recipe import GRPOSettings
@@ -476,6 +476,20 @@ def records_errors(study: Study, workdir: Path) -> list[str]:
             f"an intact copy"] if damaged else []
 
 
+def variance_source_errors(study: Study, workdir: Path) -> list[str]:
+    """`stats.variance_from` must name a readable file, except this study's own records before they are built (the
+    power plan then says it has no source yet: dataflex_rl.study.power_plan)."""
+    path = study.stats.variance_from
+    if path is None or Path(path) == Path(RECORDS) and not (workdir / path).exists():
+        return []
+    problem = _file_problem(workdir / path)
+    if problem:
+        return [f"stats.variance_from: {path!r} {problem} (relative to {str(workdir)!r}); name the released run table, "
+                f"a pilot study's records or this study's {RECORDS}, or remove the key"]
+    damaged = parquet_problem(workdir / path) if path.endswith(".parquet") else None
+    return [f"stats.variance_from: {damaged}; restore the file or name another records table"] if damaged else []
+
+
 # --- the prompt template ---------------------------------------------------------------------------------------------
 
 _SAMPLE_QUESTION = "What is 17 + 25?"
@@ -527,7 +541,7 @@ def study_errors(study: Study, workdir: str | Path = ".") -> list[str]:
     return (method_errors(study) + data_errors(study, workdir) + model_errors(study, workdir)
             + training_errors(study) + prompt_cap_errors(study) + records_errors(study, workdir)
             + template_errors(study.template) + campaign_errors(study, workdir)
-            + validation_source_errors(study, workdir))
+            + validation_source_errors(study, workdir) + variance_source_errors(study, workdir))
 
 
 # --- resources ------------------------------------------------------------------------------------------------------

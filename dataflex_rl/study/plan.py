@@ -25,12 +25,20 @@ def hub_benchmarks(study: Study, file_exists) -> list[str]:
             and not (name in files and any(file_exists(path) for path in benchmark_paths(files[name])))]
 
 
+def run_jobs(study: Study, model: str) -> dict[str, int]:
+    """The jobs one trained run of `model` adds (what a seed costs, per method: dataflex_rl.study.power_plan)."""
+    return {"train": 1, "merge": int(study.models[model].merges_checkpoint), "score": _score_jobs_per_run(study)}
+
+
+def _score_jobs_per_run(study: Study) -> int:
+    return len(study.benchmarks.names) if study.evaluation.job_per_benchmark else 1
+
+
 def planned_jobs(study: Study) -> dict[str, int]:
     """Jobs per rule of a run from scratch (Snakemake's job stats, printed after the plan, count what is left)."""
     if study.records_file:
         return {"tables": 1}
     benchmarks = len(study.benchmarks.names)
-    scored_runs = len(study.scored_runs())
     return {
         "corpus": 1,
         "benchmark_items": benchmarks,
@@ -41,8 +49,8 @@ def planned_jobs(study: Study) -> dict[str, int]:
         "solve_rates": len(study.solve_rates_models()),
         "regime_corpus": len(study.regime_corpora()),
         "train": len(study.runs),
-        "merge": sum(study.models[run.model].merges_checkpoint for run in study.runs),
-        "score": scored_runs * benchmarks if study.evaluation.job_per_benchmark else scored_runs,
+        "merge": sum(run_jobs(study, run.model)["merge"] for run in study.runs),
+        "score": len(study.scored_runs()) * _score_jobs_per_run(study),
         "parse_gate": len(study.models),
         "records": 1,
         "tables": 1,

@@ -88,6 +88,21 @@ class StatsSettings:
     curve_window: int = 10
     pairing: str = "paired"
     equivalence_margin: float = 1.0
+    # the dry run's power plan (dataflex_rl.study.power_plan, docs/study-planning.md); no table reads them
+    power: float = 0.8
+    alpha: float = 0.05
+    target_mde: float | None = None
+    variance_from: str | None = None
+
+    @property
+    def planned_effect(self) -> float:
+        """The effect in points the power plan sizes the seeds for: `target_mde`, else the equivalence margin, the
+        smallest difference the study calls consequential (docs/study-planning.md)."""
+        return self.equivalence_margin if self.target_mde is None else self.target_mde
+
+
+# Statistics settings that change no table: the training-curves window and the power plan's.
+TABLE_NEUTRAL_STATS = ("curve_window", "power", "alpha", "target_mde", "variance_from")
 
 
 @dataclass(frozen=True)
@@ -455,6 +470,10 @@ class Study:
     def controls(self) -> dict[str, str]:
         return {name: m.control for name, m in self.methods.items() if m.control}
 
+    def families(self) -> dict[str, str]:
+        """Each compared method's family (its policy's): what the equivalence summary groups by."""
+        return {name: str(self.methods[name].family) for name in self.controls()}
+
     # --- slices: {config key: value} of everything a job's result depends on ------------------------------------
     @_memoised
     def corpus_slice(self) -> dict[str, Any]:
@@ -588,10 +607,12 @@ class Study:
     def tables_slice(self) -> dict[str, Any]:
         """The study's tables: the records they read (which the tables' provenance names by checksum) and the statistics
         settings; the study name says whose config built them, where two configs share a tables folder."""
-        stats = {key: value for key, value in _flat("stats", asdict(self.stats)).items() if key != "stats.curve_window"}
+        neutral = {f"stats.{key}" for key in TABLE_NEUTRAL_STATS}
+        stats = {key: value for key, value in _flat("stats", asdict(self.stats)).items() if key not in neutral}
         return _sorted({"study": str(self.name), "records_file": self.records_file, **stats,
                         "evaluation.max_cut_share": self.evaluation.max_cut_share,
-                        **{f"methods.{method}.control": control for method, control in self.controls().items()}})
+                        **{f"methods.{method}.control": control for method, control in self.controls().items()},
+                        **{f"methods.{method}.family": family for method, family in self.families().items()}})
 
     # --- what the audit expects on disk ----------------------------------------------------------------------------
     def _artefacts(self, model: str, run: str, benchmarks: list[str]) -> list[dict[str, Any]]:
