@@ -22,6 +22,7 @@ rule tables:
     params:
         out_dir=lambda wildcards, output: str(Path(output.tables[0]).parent),
         controls=STUDY.controls(),
+        families=STUDY.families(),
         confidence=STUDY.stats.confidence,
         bootstrap_resamples=STUDY.stats.bootstrap_resamples,
         max_subsets=STUDY.stats.seed_subsets,

@@ -15,6 +15,7 @@ with job_log(snakemake.log[0]):
         pairing=snakemake.params.pairing,
         max_cut_share=snakemake.params.max_cut_share,
         equivalence_margin=snakemake.params.equivalence_margin,
+        families=snakemake.params.families,
     )
     write_provenance(snakemake.output.provenance, snakemake.params.settings,
                      [*snakemake.output.tables, *snakemake.output.figures],

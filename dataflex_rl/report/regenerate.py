@@ -2,9 +2,9 @@
 
 `regenerate(records, out_dir, controls)` writes each table in TABLES as CSV, Markdown and a LaTeX body under
 `out_dir`, and each figure in FIGURES under `out_dir/figures`. The headline metric (DB-k) drives the comparisons
-figure, the detectable-effect table and the cross-model table; the comparisons, sensitivity and seed-sufficiency
-tables cover every summary; the long-training and constrained-data contrasts (dataflex_rl.stats.contrasts) use the
-headline. A table that does not apply to these records (no untrained base: no headroom; no response
+figure, the detectable-effect table and the cross-model table; the comparisons, equivalence-summary, sensitivity and
+seed-sufficiency tables cover every summary; the long-training and constrained-data contrasts
+(dataflex_rl.stats.contrasts) use the headline. A table that does not apply to these records (no untrained base: no headroom; no response
 lengths: no efficiency; no parse or cut flags) is written with its columns and no rows, so the rule's outputs are always the same files.
 """
 from __future__ import annotations
@@ -19,7 +19,8 @@ from dataflex_rl.report.figures import domain_heatmap, forest_plot, seed_suffici
 from dataflex_rl.report.outputs import TABLES
 from dataflex_rl.report.tables import write_table
 from dataflex_rl.stats.contrasts import constrained_data_contrasts, long_training_contrasts, study_cells
-from dataflex_rl.stats.paired import EQUIVALENCE_MARGIN, compare_methods, headroom
+from dataflex_rl.stats.equivalence_summary import equivalence_summary
+from dataflex_rl.stats.paired import EQUIVALENCE_MARGIN, SPREAD_COLUMNS, compare_methods, headroom
 from dataflex_rl.stats.cut_flags import cut_flag_table
 from dataflex_rl.stats.parse_flags import check_exclusions, excluded_benchmarks, parse_flag_table
 from dataflex_rl.stats.seeds import detectable_effects, seed_sufficiency
@@ -27,6 +28,7 @@ from dataflex_rl.stats.sensitivity import (benchmark_means, domain_tradeoffs, ev
                                            summary_spearman_matrix)
 from dataflex_rl.stats.summaries import math_heavy_benchmarks, run_summaries, summary_columns
 from dataflex_rl.evaluate.settings import EvaluationSettings
+from dataflex_rl.policies.catalogue import CATALOGUE
 
 RUN_LEVEL_EXTRAS = ("base_model", "campaign", "regime", "source_run_id", "steps")
 
@@ -98,12 +100,14 @@ def regenerate(records: pd.DataFrame, out_dir: str | Path, controls: Mapping[str
                bootstrap_resamples: int = 9999, max_subsets: int = 200,
                seed_counts: Sequence[int] = (3, 6, 12), pairing: str = "paired",
                max_cut_share: float = EvaluationSettings.max_cut_share,
-               equivalence_margin: float = EQUIVALENCE_MARGIN) -> dict[str, pd.DataFrame]:
+               equivalence_margin: float = EQUIVALENCE_MARGIN,
+               families: Mapping[str, str] | None = None) -> dict[str, pd.DataFrame]:
     """Write every table and figure of the study under `out_dir`; return the tables by name. `pairing` is
     dataflex_rl.stats.paired.PAIRINGS' choice for every comparison (config `stats.pairing`); `max_cut_share` the cut
     share above which a (run, benchmark) is listed in cut_flags (config `evaluation.max_cut_share`);
     `equivalence_margin` the ±points within which a comparison's verdict can be "equivalent" (config
-    `stats.equivalence_margin`, docs/statistics.md)."""
+    `stats.equivalence_margin`, docs/statistics.md); `families` each compared method's family for the equivalence
+    summary (Study.families(); None: a method's name is its catalogued policy's, as in the released records)."""
     out_dir = Path(out_dir)
     extras = [c for c in RUN_LEVEL_EXTRAS if c in records.columns]
     excluded = excluded_benchmarks(records)
@@ -115,8 +119,12 @@ def regenerate(records: pd.DataFrame, out_dir: str | Path, controls: Mapping[str
 
     comparisons = pd.concat([compare_methods(summaries, m, controls=controls, confidence=confidence,
                                              bootstrap_resamples=bootstrap_resamples, pairing=pairing,
-                                             equivalence_margin=equivalence_margin)
+                                             equivalence_margin=equivalence_margin, spread=True)
                              for m in metrics], ignore_index=True)
+    if families is None:
+        families = {method: str(CATALOGUE[method].family) for method in controls if method in CATALOGUE}
+    equivalence = equivalence_summary(comparisons, families, 1 - confidence)
+    comparisons = comparisons.drop(columns=SPREAD_COLUMNS)
     headline_comparisons = comparisons[comparisons["metric"] == headline].reset_index(drop=True)
     has_untrained = (summaries["method"] == UNTRAINED).any() and (summaries["method"] == "baseline").any()
     headroom_table = (with_base_flags(headroom(summaries, headline, confidence=confidence), records)
@@ -150,6 +158,7 @@ def regenerate(records: pd.DataFrame, out_dir: str | Path, controls: Mapping[str
         "efficiency": efficiency_table(records),
         "parse_flags": parse_flag_table(records, excluded),
         "cut_flags": cut_flag_table(records, max_cut_share),
+        "equivalence_summary": equivalence,
     }
     assert tuple(tables) == TABLES
     for name, table in tables.items():

@@ -26,6 +26,8 @@ POINTS = 100.0  # summaries are in [0, 1]; comparison tables are in percentage p
 PAIRINGS = ("paired", "shared_seeds", "unpaired")
 # stats.equivalence_margin's default, in points: docs/statistics.md says why (a choice, not an estimate).
 EQUIVALENCE_MARGIN = 1.0
+# compare_methods(spread=True)'s extra columns: Δ's standard error (points) and t degrees of freedom under the pairing.
+SPREAD_COLUMNS = ["se", "df"]
 
 
 @dataclass(frozen=True)
@@ -288,7 +290,8 @@ def _equivalence_cells(diff: PairedDifference, margin: float, confidence: float)
 
 def compare_methods(summaries: pd.DataFrame, metric: str = "DB-12", *, controls: Mapping[str, str],
                     model: str | None = None, confidence: float = 0.95, pairing: str = "paired",
-                    bootstrap_resamples: int = 0, equivalence_margin: float = EQUIVALENCE_MARGIN) -> pd.DataFrame:
+                    bootstrap_resamples: int = 0, equivalence_margin: float = EQUIVALENCE_MARGIN,
+                    spread: bool = False) -> pd.DataFrame:
     """One row per (model, method) present in `controls`: the difference to its control, in points. A method whose
     own control has no runs in a cell is left out there where it serves as another method's control (a campaign may
     train it as a reference alone: campaign_checks); otherwise that is an error.
@@ -300,7 +303,8 @@ def compare_methods(summaries: pd.DataFrame, metric: str = "DB-12", *, controls:
 
     The equivalence columns (dataflex_rl.stats.equivalence, docs/statistics.md): `margin` (points), tost_low /
     tost_high the (2·confidence − 1) interval, p_tost the TOST p-value of |Δ| < margin with the same pairing's
-    formulas, p_tost_holm its Holm adjustment over the same family as p_holm, and the row's `verdict`.
+    formulas, p_tost_holm its Holm adjustment over the same family as p_holm, and the row's `verdict`. With `spread`,
+    SPREAD_COLUMNS too: what TOST needs at another margin (dataflex_rl.stats.equivalence_summary).
     """
     if pairing not in PAIRINGS:
         raise ValueError(f"pairing must be one of {PAIRINGS}, got {pairing!r}")
@@ -333,6 +337,7 @@ def compare_methods(summaries: pd.DataFrame, metric: str = "DB-12", *, controls:
                 "sd": POINTS * diff.sd, "p": diff.t_p_value,
                 "dropped_seeds": ", ".join(f"{side}:seed{seed}" for side, seed in diff.dropped),
                 **_equivalence_cells(diff, equivalence_margin, confidence),
+                "se": POINTS * diff.se, "df": diff.df,
             })
             samples.append((treated, base) if pairing == "unpaired" else
                            np.array([treated[s] - base[s] for s in diff.seeds], dtype=float))
@@ -348,6 +353,8 @@ def compare_methods(summaries: pd.DataFrame, metric: str = "DB-12", *, controls:
                "margin", "tost_low", "tost_high", "p_tost", "p_tost_holm", "verdict"]
     if bootstrap_resamples:
         columns[columns.index("sd"):columns.index("sd")] = ["boot_low", "boot_high"]
+    if spread:
+        columns += SPREAD_COLUMNS
     if not blocks:
         return pd.DataFrame(columns=columns)
     table = pd.concat(blocks, ignore_index=True)
