@@ -30,7 +30,8 @@ def config_of(*files: str) -> dict:
 
 
 def dry_run(*args: str) -> str:
-    result = subprocess.run([*SNAKEMAKE, "-n", *args], cwd=REPO, capture_output=True, text=True)
+    """The whole plan (--forceall), whatever of it a developer's checkout has already built under results/."""
+    result = subprocess.run([*SNAKEMAKE, "-n", "--forceall", *args], cwd=REPO, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout + result.stderr
 

@@ -72,7 +72,7 @@ def test_the_profile_by_path_or_environment_plans_the_same(tmp_path, how):
 
 
 def test_the_embedded_default_plans_no_merge_and_no_gpu(tmp_path):
-    result = dry_run(tmp_path, "--cores", "2")
+    result = dry_run(tmp_path, "--cores", "2", "--forceall")  # the whole plan, whatever results/ holds already
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-3000:]
     assert job_count(output, "merge") == 0 and job_count(output, "train") > 0
