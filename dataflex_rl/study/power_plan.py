@@ -13,14 +13,16 @@ once, whatever the seeds).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from dataflex_rl.artefacts.layout import RECORDS
 from dataflex_rl.stats.power import minimum_detectable_effect, seeds_needed
 from dataflex_rl.study.allocation import Hours, hours_text, requested_hours
 from dataflex_rl.study.plan import run_jobs
 from dataflex_rl.study.resolved import Cell, Study
-from dataflex_rl.study.variance_source import Spread, VarianceSource
+
+if TYPE_CHECKING:  # read records with pandas only where stats.variance_from names them: a dry run imports neither
+    from dataflex_rl.study.variance_source import Spread, VarianceSource
 
 
 def seed_hours(study: Study, cell: Cell, resources: Mapping[str, Mapping[str, Any]]) -> Hours | None:
@@ -58,6 +60,7 @@ def _read_source(study: Study, workdir: Path) -> tuple[VarianceSource | None, st
         return None, "no variance source (stats.variance_from unset)"
     if Path(path) == Path(RECORDS) and not (workdir / path).exists():
         return None, f"no variance source yet: {path} (stats.variance_from) is this study's own records, not built"
+    from dataflex_rl.study.variance_source import VarianceSource
     source = VarianceSource.read(path, workdir)
     if source.benchmarks != set(study.benchmarks.names):
         others = sorted(source.benchmarks ^ set(study.benchmarks.names))
