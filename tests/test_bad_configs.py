@@ -114,7 +114,7 @@ def _local_verl_model(heads: int, kv_heads: int, tensor_parallel_size: int | Non
         if tensor_parallel_size:
             entry["rollout"] = {"tensor_parallel_size": tensor_parallel_size}
         config["models"] = {"qwen": entry}
-        config["training"]["prompts_per_step"] = 12  # 60 responses: they divide over 1, 2, 3, 4, 5, 6 GPUs
+        config["training"]["prompts_per_step"] = 12  # 72 responses: they divide over 1, 2, 3, 4, 6 GPUs
 
     return change
 
@@ -270,16 +270,16 @@ CASES = [
          ("methods.topk.params.fraction: 1.5 must be a number in (0, 1]",)),
     Case("keep fraction rounds to zero responses", _method("topk", {"policy": "topk", "params": {"fraction": 0.05},
                                                                     "control": "baseline"}),
-         ("methods.topk.params.fraction: fraction 0.05 of K=5 responses of each group rounds to 0 responses",)),
+         ("methods.topk.params.fraction: fraction 0.05 of K=6 responses of each group rounds to 0 responses",)),
     Case("gfpo keeps zero", _method("gfpo", {"policy": "gfpo", "params": {"keep": 0}, "control": "baseline"}),
          ("methods.gfpo.params.keep: 0 must be an integer in [1, inf)",)),
-    Case("maxvar keeps all K", _method("maxvar", {"policy": "maxvar", "params": {"keep": 5}, "control": "baseline"}),
-         ("methods.maxvar.params.keep: keep 5 ≥ K=5 (training.rollouts)",)),
+    Case("maxvar keeps all K", _method("maxvar", {"policy": "maxvar", "params": {"keep": 6}, "control": "baseline"}),
+         ("methods.maxvar.params.keep: keep 6 ≥ K=6 (training.rollouts)",)),
     Case("K below 2", _set("training.rollouts", 1), ("training.rollouts: 1 is less than the minimum of 2",)),
     Case("difffilter low above high", _set("methods.difffilter.params", {"low": 0.8, "high": 0.2}),
          ("methods.difffilter.params.low: low 0.8 ≥ high 0.2 keeps no group",)),
-    Case("difffilter band no solve rate reaches", _set("methods.difffilter.params", {"low": 0.2, "high": 0.4}),
-         ("methods.difffilter.params.low: no solve rate a group of K=5 rollouts can have", "(0.2, 0.4)")),
+    Case("difffilter band no solve rate reaches", _set("methods.difffilter.params", {"low": 0.2, "high": 0.3}),
+         ("methods.difffilter.params.low: no solve rate a group of K=6 rollouts can have", "(0.2, 0.3)")),
     Case("softmax temperature zero", _set("methods.softmax.params", {"temperature": 0}),
          ("methods.softmax.params.temperature: 0 must be a number in (0, inf)",)),
     Case("diffband quantiles crossed", _method("diffband", {"policy": "diffband", "params": {"low_q": 0.9,
@@ -299,9 +299,9 @@ CASES = [
          ("methods.gradalign.params.selection_ratio: ⌊M/q⌋ = ⌊10/20⌋ = 0 keeps no prompt",)),
     Case("prompt selection keeping fewer prompts than a step draws", _method("gradalign", {
         "policy": "gradalign", "params": {"candidates_per_round": 10, "selection_ratio": 10}, "control": "baseline"}),
-         ("methods.gradalign.params.selection_ratio: training.prompts_per_step 4 > the 1 prompt(s) a round keeps "
-          "(⌊M/q⌋ = ⌊10/10⌋; its 10 steps would make 40 passes over them): a step would draw the same prompt more "
-          "than once", "use selection_ratio ≤ 2, or raise candidates_per_round to at least 40, or lower "
+         ("methods.gradalign.params.selection_ratio: training.prompts_per_step 8 > the 1 prompt(s) a round keeps "
+          "(⌊M/q⌋ = ⌊10/10⌋; its 10 steps would make 80 passes over them): a step would draw the same prompt more "
+          "than once", "use selection_ratio ≤ 1, or raise candidates_per_round to at least 80, or lower "
           "training.prompts_per_step to at most 1")),
     Case("validation probe with k_v <= k_r", _method("simacc", {
         "policy": "simacc", "params": {"rollouts_candidate": 8, "rollouts_validation": 4}, "control": "baseline"}),
@@ -420,11 +420,11 @@ CASES = [
           "divide the 4 attention heads of './tiny-verl'", "the sizes that split them are [1, 2, 4]"),
          args=("--set-resources", "train:gpu=1", "score:gpu=3")),
     Case("verl engine context beyond the model's positions", _local_verl_model(heads=2, kv_heads=1, positions=1026),
-         ("models.qwen scoring: vLLM's max_model_len 1028 (the scorer's 1024 prompt tokens + evaluation.max_new_tokens "
-          "4) is more than the 1026 positions of './tiny-verl' (max_position_embeddings), which vLLM refuses at engine "
+         ("models.qwen scoring: vLLM's max_model_len 1032 (the scorer's 1024 prompt tokens + evaluation.max_new_tokens "
+          "8) is more than the 1026 positions of './tiny-verl' (max_position_embeddings), which vLLM refuses at engine "
           "start; set evaluation.max_new_tokens to at most 2",
-          "models.qwen rollout: vLLM's max_model_len 1028 (1024 prompt tokens (verl's data.max_prompt_length) + "
-          "training.max_new_tokens 4)", "set training.max_new_tokens to at most 2"),
+          "models.qwen rollout: vLLM's max_model_len 1032 (1024 prompt tokens (verl's data.max_prompt_length) + "
+          "training.max_new_tokens 8)", "set training.max_new_tokens to at most 2"),
          args=("--set-resources", "train:gpu=1", "score:gpu=1")),
     Case("verl rollout share beside the FSDP state", _verl_7b(probe={"parameters": 7615616512}),
          ("models.qwen.rollout.gpu_memory_utilization: 0.85, but on each of the train job's 8 GPUs of 80 GiB "
@@ -477,49 +477,50 @@ CASES = [
           "give the path of a JSONL or parquet file")),
     Case("a corpus file that is a named pipe", _special_file("fifo"),
          ("is not a regular file (a device, a named pipe or a socket)", "corpus.files[0].path: 'data/fifo.jsonl'")),
-    # The smoke model's estimates (dataflex_rl/backends/embedded/memory.py): train 576 MB, score 783 MB.
+    # The smoke model's estimates (dataflex_rl/backends/embedded/memory.py): train 1637 MB, score 1491 MB.
     Case("train memory below the estimate", lambda config, workdir: None,
-         ("resources of rule train: mem_mb=500 is below the estimated peak memory of a train job, 576 MB, for "
-          "models.tiny-qwen2", "training.prompts_per_step 4 × training.rollouts 5", "train:mem_mb="),
+         ("resources of rule train: mem_mb=500 is below the estimated peak memory of a train job, 1637 MB, for "
+          "models.tiny-qwen2", "training.prompts_per_step 8 × training.rollouts 6", "train:mem_mb="),
          args=("--set-resources", "train:mem_mb=500")),
-    # A gradalign method's round (144 candidates, 16 rollouts per validation prompt) raises the train estimate to 990 MB.
+    # A gradalign method's round (144 candidates, 16 rollouts per validation prompt) raises the train estimate to
+    # 3057 MB.
     Case("train memory below a prompt selection's round", _method("gradalign", {"policy": "gradalign",
                                                                                 "control": "baseline"}),
-         ("resources of rule train: mem_mb=900 is below the estimated peak memory of a train job, 990 MB",
+         ("resources of rule train: mem_mb=900 is below the estimated peak memory of a train job, 3057 MB",
           "selection rounds of 144 candidates × 16 rollouts"),
          args=("--set-resources", "train:mem_mb=900")),
     Case("score memory below the estimate", lambda config, workdir: None,
-         ("resources of rule score: mem_mb=700 is below the estimated peak memory of a score job, 783 MB, for "
+         ("resources of rule score: mem_mb=700 is below the estimated peak memory of a score job, 1491 MB, for "
           "models.tiny-qwen2", "evaluation.batch_size 64", "lower evaluation.batch_size"),
          args=("--set-resources", "score:mem_mb=700")),
     # The Slurm profile's default memory: the GPU jobs' larger requests come with the verl backend's rules.
     Case("score batch of long prompts above the Slurm profile's memory",
          _all(_set("models.tiny-qwen2.shape.max_position_embeddings", 4096), _set("evaluation.batch_size", 512)),
-         ("resources of rule score: mem_mb=8000 is below the estimated peak memory of a score job, 75956 MB",
-          "prompts up to 4092 (max_position_embeddings 4096 − evaluation.max_new_tokens 4, the most "
+         ("resources of rule score: mem_mb=8000 is below the estimated peak memory of a score job, 178413 MB",
+          "prompts up to 4088 (max_position_embeddings 4096 − evaluation.max_new_tokens 8, the most "
           "data_validation.benchmarks.max_prompt_tokens lets through) tokens"), args=tuple(SLURM)),
-    # A configured prompt-token cap shrinks the estimate: 40 prompts of up to 100 tokens need 607 MB (1247 MB at the
-    # default cap of 512 − 4 = 508 tokens).
+    # A configured prompt-token cap shrinks the estimate: 40 prompts of up to 100 tokens need 1555 MB (6098 MB at the
+    # default cap of 512 − 8 = 504 tokens).
     Case("train memory at a configured prompt-token cap",
          _all(_set("training.prompts_per_step", 40), _set("data_validation", {"corpus": {"max_prompt_tokens": 100}})),
-         ("resources of rule train: mem_mb=600 is below the estimated peak memory of a train job, 607 MB",
+         ("resources of rule train: mem_mb=1500 is below the estimated peak memory of a train job, 1555 MB",
           "prompts up to 100 (data_validation.corpus.max_prompt_tokens) tokens"),
-         args=("--set-resources", "train:mem_mb=600")),
+         args=("--set-resources", "train:mem_mb=1500")),
     # the prompt-token cap (dataflex_rl/corpus/training_fit.py) must leave a prompt and its response within
     # the positions
     Case("prompt-token cap beyond the positions", _set("data_validation", {"corpus": {"max_prompt_tokens": 600}}),
-         ("data_validation.corpus.max_prompt_tokens: 600 + training.max_new_tokens 4 > "
-          "models.tiny-qwen2.shape.max_position_embeddings 512", "to at most 508")),
+         ("data_validation.corpus.max_prompt_tokens: 600 + training.max_new_tokens 8 > "
+          "models.tiny-qwen2.shape.max_position_embeddings 512", "to at most 504")),
     Case("prompt-token cap one past a short model's positions",
          _all(_set("models.tiny-qwen2.shape.max_position_embeddings", 64),
-              _set("data_validation", {"corpus": {"max_prompt_tokens": 61}})),
-         ("data_validation.corpus.max_prompt_tokens: 61 + training.max_new_tokens 4 > "
-          "models.tiny-qwen2.shape.max_position_embeddings 64", "to at most 60")),
+              _set("data_validation", {"corpus": {"max_prompt_tokens": 57}})),
+         ("data_validation.corpus.max_prompt_tokens: 57 + training.max_new_tokens 8 > "
+          "models.tiny-qwen2.shape.max_position_embeddings 64", "to at most 56")),
     # the benchmark prompt-token and the gold-answer caps (dataflex_rl/corpus/token_caps.py) likewise
     Case("benchmark prompt-token cap beyond the positions",
-         _set("data_validation", {"benchmarks": {"max_prompt_tokens": 509}}),
-         ("data_validation.benchmarks.max_prompt_tokens: 509 + evaluation.max_new_tokens 4 > "
-          "models.tiny-qwen2.shape.max_position_embeddings 512: a prompt at the cap and its answer", "to at most 508")),
+         _set("data_validation", {"benchmarks": {"max_prompt_tokens": 505}}),
+         ("data_validation.benchmarks.max_prompt_tokens: 505 + evaluation.max_new_tokens 8 > "
+          "models.tiny-qwen2.shape.max_position_embeddings 512: a prompt at the cap and its answer", "to at most 504")),
     Case("corpus answer-token cap at the positions", _set("data_validation", {"corpus": {"max_answer_tokens": 512}}),
          ("data_validation.corpus.max_answer_tokens: 512 + 1 end-of-text token > "
           "models.tiny-qwen2.shape.max_position_embeddings 512: a gold answer at the cap", "to at most 511")),
@@ -590,9 +591,9 @@ CASES = [
          ("prompt_template: '{{question}}\\nAnswer:' has no {question} placeholder",)),
     # shapes the Qwen2 model cannot run
     Case("more key-value heads than attention heads",
-         _set("models.tiny-qwen2.shape", {**SMOKE["models"]["tiny-qwen2"]["shape"], "num_key_value_heads": 4}),
-         ("models.tiny-qwen2.shape.num_key_value_heads 4 does not divide models.tiny-qwen2.shape.num_attention_heads 2",
-          "one of [1, 2]")),
+         _set("models.tiny-qwen2.shape", {**SMOKE["models"]["tiny-qwen2"]["shape"], "num_key_value_heads": 8}),
+         ("models.tiny-qwen2.shape.num_key_value_heads 8 does not divide models.tiny-qwen2.shape.num_attention_heads 4",
+          "one of [1, 2, 4]")),
     Case("key-value heads not dividing the attention heads",
          _set("models.tiny-qwen2.shape", {**SMOKE["models"]["tiny-qwen2"]["shape"], "hidden_size": 48,
                                           "num_attention_heads": 6, "num_key_value_heads": 4}),
@@ -603,9 +604,9 @@ CASES = [
                                           "num_attention_heads": 8}),
          ("models.tiny-qwen2.shape.hidden_size 36 is not a multiple of models.tiny-qwen2.shape.num_attention_heads 8",
           "use hidden_size 32 or 48")),
-    Case("odd head dimension", _set("models.tiny-qwen2.shape.hidden_size", 30),
-         ("models.tiny-qwen2.shape.hidden_size 30 / models.tiny-qwen2.shape.num_attention_heads 2 = 15 dimensions per "
-          "head, an odd number", "use hidden_size 28 or 32")),
+    Case("odd head dimension", _set("models.tiny-qwen2.shape.hidden_size", 124),
+         ("models.tiny-qwen2.shape.hidden_size 124 / models.tiny-qwen2.shape.num_attention_heads 4 = 31 dimensions per "
+          "head, an odd number", "use hidden_size 120 or 128")),
     Case("default heads with an odd head dimension", _set("models.tiny-qwen2.shape", {"hidden_size": 36}),
          ("models.tiny-qwen2.shape.hidden_size 36 / models.tiny-qwen2.shape.num_attention_heads 4 (the default) = 9",)),
     # keys given twice in the config file, which YAML resolves silently
@@ -738,14 +739,15 @@ def test_bad_config_is_refused_at_dry_run_naming_the_key(dry_runs, case):
 
 
 @pytest.mark.parametrize("change, train_mb", [
-    (_set("training.prompts_per_step", 180), 3858),
-    (_all(_set("training.prompts_per_step", 40), _set("data_validation", {"corpus": {"max_prompt_tokens": 100}})), 607),
+    (_set("training.prompts_per_step", 180), 25614),
+    (_all(_set("training.prompts_per_step", 40), _set("data_validation", {"corpus": {"max_prompt_tokens": 100}})),
+     1555),
 ], ids=["whole corpus bound", "configured prompt-token cap"])
 def test_resources_that_just_fit_pass(tmp_path, change, train_mb):
-    """A batch of the corpus's whole bound (180 prompts) and mem_mb at the estimates themselves (train 3858 MB at 180
-    prompts of up to 508 tokens, or 607 MB at 40 prompts of up to 100; score 783 MB) are not refused."""
+    """A batch of the corpus's whole bound (180 prompts) and mem_mb at the estimates themselves (train 25614 MB at 180
+    prompts of up to 504 tokens, or 1555 MB at 40 prompts of up to 100; score 1491 MB) are not refused."""
     result = _dry_run(Case("fits", change, (),
-                           args=("--set-resources", f"train:mem_mb={train_mb}", "score:mem_mb=783")), tmp_path)
+                           args=("--set-resources", f"train:mem_mb={train_mb}", "score:mem_mb=1491")), tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "invalid resources" not in result.stderr
 
@@ -794,7 +796,7 @@ def test_the_smoke_config_itself_passes_and_its_summary_counts_the_planned_jobs(
     output = result.stdout + result.stderr
     assert ("1 model(s) × 1 regime(s) × 1 step budget(s) × 4 method(s) × 2 seed(s) = 8 training runs\n"
             "    models tiny-qwen2; regimes full; steps 3; seeds 1, 2") in output
-    assert "    difffilter     difffilter  selection    vs baseline      high=0.8, low=0.2" in output  # keys sorted
+    assert "    difffilter     difffilter  selection    vs baseline      high=0.9, low=0.1" in output  # keys sorted
     summary = output.split("jobs from scratch and resources per job:", 1)[1].split("Job stats:", 1)[0]
     summarised = {m[1]: int(m[2]) for m in re.finditer(r"^    (\w+)\s+(\d+)\s+1\s", summary, re.MULTILINE)}
     stats = output.split("Job stats:", 1)[1]
@@ -843,7 +845,7 @@ def test_a_dry_run_without_verl_says_in_one_line_that_verls_config_was_not_check
     workdir = tmp_path / "study"
     workdir.mkdir()
     config = copy.deepcopy(SMOKE)
-    _verl(prompts_per_step=8)(config, workdir)  # 40 responses over the train job's default 8 GPUs
+    _verl(prompts_per_step=8)(config, workdir)  # 48 responses over the train job's default 8 GPUs
     (workdir / "config.yaml").write_text(yaml.safe_dump(config))
     result = subprocess.run(
         [sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--snakefile", str(REPO / "Snakefile"),

@@ -247,6 +247,7 @@ def test_unknown_policies_and_transforms_are_refused_before_the_study_is_resolve
 def test_resource_errors_for_verl_batches_cpus_and_partitions():
     config = copy.deepcopy(SMOKE)
     config["models"] = {"qwen": {"backend": "verl", "path": "Qwen/Qwen2.5-7B"}}
+    config["training"]["rollouts"] = 5
     config["training"]["prompts_per_step"] = 50  # 250 responses: divisible by 5 and 10 GPUs, not by 8
     assert resource_errors(Study.from_config(config), {"train": {"gpu": 10, "threads": 8, "cpus_per_task": 8}}) == []
     (batch,) = resource_errors(Study.from_config(config), {"train": {"gpu": 8}})

@@ -93,7 +93,7 @@ REPLANNED = {
         ("steps", 4), ("prompts_per_step", 5), ("rollouts", 4), ("max_new_tokens", 5), ("learning_rate", 3e-4),
         ("kl_coef", 0.01), ("kl_kind", "k1"), ("clip_low", 0.3), ("clip_high", 0.3), ("temperature", 0.9),
         ("grad_clip", 0.5), ("loss_aggregation", "token-mean"))},
-    "methods.difffilter.params.low": 0.1,
+    "methods.difffilter.params.low": 0.15,
     "prompt_template": "Q: {question}\nAnswer:",
     "evaluation.max_new_tokens": 5, "evaluation.batch_size": 7, "evaluation.min_parse_rate": 0.1,
     "evaluation.seed": 5, "decontamination.threshold": 0.7, "corpus.items_per_domain": 50, "corpus.seed": 2,
@@ -189,6 +189,11 @@ def test_smoke_study_runs_end_to_end(smoke_tree):
     assert json.loads(records.loc[0, "package_versions"])["dataflex-rl"] == metadata.version("dataflex-rl")
     metrics = pd.read_parquet(smoke_tree / layout.metrics("tiny-qwen2", smoke_run("static", 1)))
     assert len(metrics) == 3 and {"p:math", "kept_fraction"} <= set(metrics.columns)
+    # the smoke study trains: each run's weights differ from the untrained base's and from every other run's
+    runs = [smoke_run(method, seed) for method in SMOKE["methods"] for seed in SMOKE["seeds"]]
+    digests = {run: _sha256(smoke_tree / layout.run_model("tiny-qwen2", run) / "model.safetensors") for run in runs}
+    base = _sha256(smoke_tree / layout.base_model("tiny-qwen2") / "model.safetensors")
+    assert len(runs) == 4 * 2 and len({base, *digests.values()}) == 1 + len(runs), (base, digests)
     assert planned(SMOKE, smoke_tree, "unchanged") == {}
 
     report = snakemake("--report", "report.html", "--configfile", str(REPO / "config/smoke.yaml"), "--directory",
