@@ -109,16 +109,17 @@ def test_the_registry_checks_ranges_and_constraints_from_the_catalogue():
     build_mixture("reward_gap", ["logic", "math"], {"min_prob": 0.5})  # 0.5 × 2 = 1: every domain at its floor
 
 
-def test_the_modules_a_dry_run_imports_do_not_import_torch_or_pandas():
+def test_the_modules_a_dry_run_imports_do_not_import_torch_pandas_or_scipy():
     """Every module the Snakefile and the rule files import at parse time (and the provenance the scripts record),
-    read from their import lines: none may load torch (seconds on every dry run) or pandas (Snakemake loads it today,
-    but a tool reading the plan without Snakemake need not)."""
+    read from their import lines: none may load torch (seconds on every dry run), scipy (a second on every job's parse
+    of the Snakefile; the power plan imports it where it prints) or pandas (Snakemake loads it today, but a tool
+    reading the plan without Snakemake need not)."""
     sources = [REPO / "Snakefile", *sorted((REPO / "rules").glob("*.smk"))]
     modules = {match for path in sources
                for match in re.findall(r"^\s*from (dataflex_rl[\w.]*) import", path.read_text(), flags=re.M)}
     assert {"dataflex_rl.study.resolved", "dataflex_rl.study.config_checks", "dataflex_rl.study.plan"} <= modules
     code = (f"import sys, dataflex_rl.artefacts.provenance, {', '.join(sorted(modules))}; "
-            "print(sorted({'torch', 'pandas'} & set(sys.modules)))")
+            "print(sorted({'torch', 'pandas', 'scipy'} & set(sys.modules)))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
 

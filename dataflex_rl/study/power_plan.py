@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from dataflex_rl.artefacts.layout import RECORDS
-from dataflex_rl.stats.power import minimum_detectable_effect, seeds_needed
 from dataflex_rl.study.allocation import Hours, hours_text, requested_hours
 from dataflex_rl.study.plan import run_jobs
 from dataflex_rl.study.resolved import Cell, Study
@@ -90,6 +89,9 @@ def power_lines(study: Study, resources: Mapping[str, Mapping[str, Any]], workdi
 
 def _cell_lines(study: Study, cell: Cell, source: VarianceSource | None,
                 resources: Mapping[str, Mapping[str, Any]], target: float) -> list[str]:
+    # scipy here, not at the top: every job parses the Snakefile that imports this module, and only the planning
+    # process prints the plan (about a second per job otherwise)
+    from dataflex_rl.stats.power import minimum_detectable_effect, seeds_needed
     s = study.stats
     seeds = len({run.seed for run in cell.runs})
     steps = cell.runs[0].steps
