@@ -1,7 +1,8 @@
 """Bad study configs are refused by the real `snakemake -n`, before any job starts, with a message naming the key.
 
 Each case is a small change to config/smoke.yaml, written to its own working directory and dry-run through the
-Snakemake CLI in a subprocess (two at a time: every dry run is a real one, the pair just shares the wall clock).
+Snakemake CLI in a process of its own, forked from one that has already imported Snakemake (tests/forked_snakemake.py),
+two at a time: every dry run is a real one, the pair just shares the wall clock.
 docs/refusals.md lists the same refusals.
 """
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pandas as pd
 import pytest
 import yaml
 
+import forked_snakemake
 from hf_model_dir import save_hf_model_dir  # imported here: the cases run in threads, and a lazy import is not safe
 
 REPO = Path(__file__).resolve().parents[1]
@@ -704,11 +706,8 @@ def _dry_run(case: Case, root: Path) -> subprocess.CompletedProcess:
     case.change(config, workdir)
     text = yaml.safe_dump(config)
     (workdir / "config.yaml").write_text(case.text(text) if case.text else text)
-    return subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--snakefile", str(REPO / "Snakefile"),
-         "--directory", str(workdir), "--configfile", str(workdir / "config.yaml"), *case.args],
-        capture_output=True, text=True, timeout=300,
-    )
+    return forked_snakemake.run(["-n", "--cores", "1", "--snakefile", str(REPO / "Snakefile"), "--directory",
+                                 str(workdir), "--configfile", str(workdir / "config.yaml"), *case.args])
 
 
 @pytest.fixture(scope="module")
@@ -717,6 +716,37 @@ def dry_runs(tmp_path_factory):
     with ThreadPoolExecutor(max_workers=2) as pool:
         results = list(pool.map(lambda case: _dry_run(case, root), CASES))
     return {case.id: result for case, result in zip(CASES, results)}
+
+
+def _comparable(output: str) -> list[str]:
+    """Snakemake's output as a sorted list of lines, without what differs between any two runs of one dry run: the
+    clock and run id, and the order of jobs and of the words in a line (set order follows each process's hash seed)."""
+    masked = re.sub(r"^(  Date: |  Workflow ID: ).*$", r"\1…", output, flags=re.MULTILINE)
+    masked = re.sub(r"^\[\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4}\]$", "[…]", masked, flags=re.MULTILINE)
+    return sorted(" ".join(sorted(re.split(r"[\s,;]+", line))) for line in masked.splitlines())
+
+
+def test_a_forked_dry_run_prints_and_exits_as_a_fresh_snakemake_process_does(tmp_path):
+    """The cases' fork of Snakemake's CLI is no shortcut: on an accepted and a refused config it exits with the status
+    and prints the lines of `python -m snakemake` started afresh (Snakemake's own `Building DAG` and job table
+    included), and the refused one stops before any job is planned."""
+    runs = {}
+    for name, change in [("accepted", _unchanged), ("refused", _set("seeds", []))]:
+        workdir = tmp_path / name
+        workdir.mkdir()
+        config = copy.deepcopy(SMOKE)
+        change(config, workdir)
+        (workdir / "config.yaml").write_text(yaml.safe_dump(config))
+        args = ["-n", "--cores", "1", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
+                "--configfile", str(workdir / "config.yaml")]
+        fresh = subprocess.run([sys.executable, "-m", "snakemake", *args], capture_output=True, text=True, timeout=300)
+        forked = forked_snakemake.run(args)
+        runs[name] = forked
+        assert ((forked.returncode, _comparable(forked.stdout), _comparable(forked.stderr))
+                == (fresh.returncode, _comparable(fresh.stdout), _comparable(fresh.stderr)))
+    accepted, refused = (runs[name].stdout + runs[name].stderr for name in ("accepted", "refused"))
+    assert runs["accepted"].returncode == 0 and "Job stats:" in accepted
+    assert runs["refused"].returncode == 1 and "seeds" in refused and "Building DAG of jobs" not in refused
 
 
 def test_there_are_at_least_twenty_distinct_bad_configs():
