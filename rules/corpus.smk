@@ -39,7 +39,7 @@ rule benchmark_items:
         path=lambda wc: STUDY.benchmarks.files.get(wc.benchmark),
         # its files' contents (None for a generated benchmark): other bytes rebuild the items, whatever the mtime
         files_sha256=lambda wc: FILES.benchmark_digests(wc.benchmark),
-        hub_fallback=STUDY.benchmarks.hub_fallback,
+        hub_fallback=lambda wc: STUDY.hub_fallback(wc.benchmark),
         seed=STUDY.benchmarks.seed,
         validation=STUDY.data_validation["benchmarks"].row_checks(),
         quarantine=lambda wc: layout.benchmark_quarantine(wc.benchmark),

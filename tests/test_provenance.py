@@ -161,6 +161,30 @@ def test_each_job_slice_holds_what_its_result_depends_on():
     assert sampled.score_slice("tiny-qwen2", "untrained", "gcd")["evaluation.seed"] == 9
 
 
+def test_a_setting_written_another_way_gives_every_job_the_same_slice_and_arguments():
+    """An integer where a float is declared (a training setting, a policy parameter, a model's warm-up), the seeds in
+    another order, and benchmarks.hub_fallback on generated benchmarks: each job's slice and arguments are those of the
+    default config, so nothing replans (test_workflow.py replans them for real). A benchmark with a hub source keeps
+    the setting in its slice, and an integer setting stays an integer."""
+    def jobs(s):
+        return ([s.train_slice(run) for run in s.runs] + [s.train_job(run) for run in s.runs]
+                + [s.score_slice(model, run, bench) for model, run in s.scored_runs() for bench in s.benchmarks.names]
+                + [s.base_slice("tiny-qwen2"), s.base_job("tiny-qwen2")])
+
+    base = study()
+    for other in (study(**{"training.temperature": 1}), study(**{"methods.softmax.params.temperature": 1}),
+                  study(seeds=[3, 1, 2]), study(**{"benchmarks.hub_fallback": True})):
+        assert repr(jobs(other)) == repr(jobs(base))
+    for key in ("training.learning_rate", "models.tiny-qwen2.warmup.learning_rate", "methods.difffilter.params.low"):
+        assert repr(jobs(study(**{key: 1}))) == repr(jobs(study(**{key: 1.0}))), key
+    assert study(**{"training.learning_rate": 1}).train_slice(base.runs[0])["training.learning_rate"] == 1.0
+    assert type(study(**{"training.steps": 7}).train_slice(base.runs[0])["training.steps"]) is int
+
+    hub = study(**{"benchmarks.hub_fallback": True, "benchmarks.names": ["gcd", "GSM8K"], "benchmarks.files": {}})
+    assert hub.benchmark_slice("GSM8K")["benchmarks.hub_fallback"] is True
+    assert hub.benchmark_slice("gcd")["benchmarks.hub_fallback"] is False
+
+
 def test_token_caps_are_gates_in_no_slice_while_character_caps_change_the_corpus():
     """A token cap passes texts within it unchanged (dataflex_rl.corpus.token_caps), so changing one must rerun no
     finished job: every slice stays as it was (a score slice holds every upstream job's). A character cap quarantines

@@ -105,8 +105,13 @@ REPLANNED = {
     "data_validation.corpus.max_answer_chars": 1999,
     "benchmarks.names": SMOKE["benchmarks"]["names"][::-1],
     "data_validation.corpus.max_quarantine_fraction": 0.2, "data_validation.benchmarks.max_quarantine_fraction": 0.1,
-    "evaluation.job_per_benchmark": True,
+    "evaluation.job_per_benchmark": True, "benchmarks.hub_fallback": True,
 }
+# The same settings written another way: a reordered seed list, and an integer where a float is declared (YAML reads
+# `1` as an int, `1.0` as a float; the slices hold the float either way)
+REWRITTEN = {"seeds in reverse order": ("seeds", SMOKE["seeds"][::-1]),
+             "training.temperature written 1": ("training.temperature", 1),
+             "methods.softmax.params.temperature written 1": ("methods.softmax.params.temperature", 1)}
 EXPECTED = {
     **{f"training.{key}": {"train": 8, "score": 8, **AFTER_TRAIN} for key in (
         "steps", "prompts_per_step", "rollouts", "max_new_tokens", "learning_rate", "kl_coef", "kl_kind",
@@ -140,6 +145,8 @@ EXPECTED = {
     "data_validation.corpus.max_quarantine_fraction": {"quarantine_gate": 1, "all": 1},
     "data_validation.benchmarks.max_quarantine_fraction": {"quarantine_gate": 12, "all": 1},
     "evaluation.job_per_benchmark": {},  # a job layout: both write the same scores (test_gate_and_layout_replans.py)
+    "benchmarks.hub_fallback": {},  # the smoke benchmarks are generated: there is nothing to read from the hub
+    **{key: {} for key in REWRITTEN},
     # two changes in one edit: a rerun gate must not hide the other change from Snakemake's rerun checks
     "calibration.min_base_parse_rate+evaluation.batch_size": {"score": 9, "parse_gate": 1, "records": 1, "tables": 1,
                                                               "all": 1},
@@ -148,13 +155,15 @@ EXPECTED = {
 
 def changed_config(key: str) -> dict:
     """The smoke config with one setting changed (or several, joined by '+'); a policy change takes the new policy's
-    default parameters, and `seeds` gains a third seed."""
+    default parameters, `seeds` gains a third seed, and a REWRITTEN entry writes a setting another way."""
     config = copy.deepcopy(SMOKE)
     for part in key.split("+"):
         if part == "methods.softmax.policy":
             config["methods"]["softmax"] = {"policy": "ar", "control": "baseline"}
         elif part == "seeds":
             config["seeds"] = [1, 2, 3]
+        elif part in REWRITTEN:
+            set_key(config, *REWRITTEN[part])
         else:
             set_key(config, part, REPLANNED[part])
     return config

@@ -31,7 +31,7 @@ from dataflex_rl.artefacts.layout import FULL_DATA, UNTRAINED, parse_run, run_id
 from dataflex_rl.policies.catalogue import CATALOGUE, Role
 from dataflex_rl.training.recipe import GRPOSettings
 from dataflex_rl.regimes.catalogue import REGIMES, regime_params
-from dataflex_rl.config.sections import filled
+from dataflex_rl.config.sections import as_float, filled
 from dataflex_rl.corpus.prompting import DEFAULT_TEMPLATE
 from dataflex_rl.corpus.token_caps import TokenCaps
 from dataflex_rl.corpus.training_fit import corpus_token_caps
@@ -207,8 +207,12 @@ class Cell:
 
 
 def _method(name: str, entry: Mapping[str, Any]) -> MethodSpec:
-    return MethodSpec(name=name, policy=entry["policy"], params=_canonical(entry.get("params") or {}),
-                      family=CATALOGUE[entry["policy"]].family, control=entry.get("control"))
+    spec = CATALOGUE[entry["policy"]]
+    kinds = {param: declared.kind for param, declared in spec.accepted().items()}
+    params = {key: as_float(value) if kinds.get(key) == "float" else value
+              for key, value in (entry.get("params") or {}).items()}
+    return MethodSpec(name=name, policy=entry["policy"], params=_canonical(params), family=spec.family,
+                      control=entry.get("control"))
 
 
 def _regime(name: str, entry: Mapping[str, Any]) -> RegimeSpec:
@@ -232,7 +236,8 @@ def _campaigns(config: Mapping[str, Any]) -> tuple[Campaign, ...]:
 
 def _campaign(name: str | None, everything: Mapping[str, tuple], entry: Mapping[str, Any]) -> Campaign:
     picked = {key: tuple(entry.get(key, default)) for key, default in everything.items()}
-    return Campaign(name, picked["models"], picked["methods"], tuple(int(s) for s in picked["seeds"]),
+    # seeds in ascending order: a seed list is a set of matched replicates, so a reordered one plans the same jobs
+    return Campaign(name, picked["models"], picked["methods"], tuple(sorted(int(s) for s in picked["seeds"])),
                     tuple(None if r == FULL_DATA else r for r in picked["regimes"]),
                     tuple(int(s) for s in picked["steps"]))
 
@@ -485,6 +490,11 @@ class Study:
         """{key: the files' digests} where the study knows them (a study without input files: nothing)."""
         return {key: [self.input_digests.get(path) for path in paths]} if paths and self.input_digests else {}
 
+    def hub_fallback(self, benchmark: str) -> bool:
+        """benchmarks.hub_fallback as it applies to `benchmark`: always false for one with no hub source (a generated
+        benchmark), so that the setting reruns only what it can change."""
+        return self.benchmarks.hub_fallback and REGISTRY[benchmark].hub is not None
+
     @_memoised
     def benchmark_slice(self, benchmark: str) -> dict[str, Any]:
         b = self.benchmarks
@@ -492,7 +502,7 @@ class Study:
                         f"benchmarks.files.{benchmark}": b.files.get(benchmark),
                         **self._digests(f"benchmarks.files.{benchmark}.sha256",
                                         benchmark_paths(b.files[benchmark]) if benchmark in b.files else []),
-                        "benchmarks.hub_fallback": b.hub_fallback,
+                        "benchmarks.hub_fallback": self.hub_fallback(benchmark),
                         **_validation("benchmarks", self.data_validation["benchmarks"])})
 
     @_memoised
