@@ -70,3 +70,29 @@ def test_a_train_job_is_refused_before_it_trains_while_another_holds_its_state(t
         first.wait()
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["state"]
     assert sorted(p.name for p in state.iterdir()) == [".lock"]
+
+
+@pytest.mark.slow
+def test_snakemake_fails_a_train_job_whose_state_another_holds_and_reruns_it_once_the_holder_is_killed(
+        smoke_study_copy):
+    """Through real Snakemake on the finished smoke study: one run's training forced while another process holds its
+    state folder fails, naming the folder; once the holder is killed (SIGKILL), the same command trains it."""
+    from dataflex_rl.artefacts import layout
+
+    run = "full/baseline/seed1/steps3"
+    state = smoke_study_copy / layout.train_state("tiny-qwen2", run)
+    command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "-f",
+               layout.run_model("tiny-qwen2", run), "--allowed-rules", "train", "--cores", "1",
+               "--configfile", str(REPO / "config/smoke.yaml"), "--directory", str(smoke_study_copy)]
+    first = _holder(state)
+    try:
+        refused = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    assert refused.returncode != 0
+    log = (smoke_study_copy / f"logs/train/tiny-qwen2/{run}.log").read_text()
+    assert f"StateLockedError: {layout.train_state('tiny-qwen2', run)}: another train job holds this run's state " \
+           f"folder (pid {first.pid} on " in log
+    rerun = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
