@@ -44,7 +44,8 @@ def _score(base: Path, root: Path, items: list[str], caps) -> list[Path]:
     outputs = [root / "scores" / Path(path).name for path in items]
     job = {"model": MODEL, "template": TEMPLATE,
            "evaluation": {"max_new_tokens": MAX_NEW_TOKENS, "batch_size": 8, "temperature": 0.0}}
-    score_run(job, [{"benchmark": Path(path).stem} for path in items], model_dir=str(base),
+    # each benchmark's slice holds its weights' slice: the base's, as test_training_fit._build records it
+    score_run(job, [{"models.tiny": "test", "benchmark": Path(path).stem} for path in items], model_dir=str(base),
               model_provenance=str(base / PROVENANCE), items=items, outputs=[str(p) for p in outputs],
               provenance=[str(p.with_suffix(".json")) for p in outputs], token_caps=caps)
     return outputs

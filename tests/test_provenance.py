@@ -10,8 +10,9 @@ import pytest
 import yaml
 
 from dataflex_rl.study.jobs import training_state
-from dataflex_rl.artefacts.provenance import (DamagedArtefactError, artefact_digest, damage, fingerprint, plain_input,
-                                    read_provenance, verified_input, write_provenance)
+from dataflex_rl.artefacts.provenance import (DamagedArtefactError, StaleArtefactError, artefact_digest, damage,
+                                              fingerprint, plain_input, read_provenance, refuse_other_settings,
+                                              settings_differences, verified_input, write_provenance)
 from dataflex_rl.study.resolved import Run, Study
 
 from config_edits import set_key
@@ -214,3 +215,26 @@ def test_a_slice_names_config_keys_with_defaults_filled():
     no_decontamination = copy.deepcopy(CONFIG)
     del no_decontamination["decontamination"]
     assert Study.from_config(no_decontamination).train_slice(difffilter) == train  # the defaults
+
+
+def test_a_model_recorded_with_other_settings_is_refused_naming_each_key(tmp_path):
+    """The comparison a score or merge job makes of its model's record with its own slice (a superset of it): a
+    differing value and a key the slice lacks are each named, recorded vs expected; extra slice keys are not."""
+    recorded = {"training.learning_rate": 0.0001, "seed": 1, "corpus.sources": ["gcd", "aiw"]}
+    slice_ = {"training.learning_rate": 0.01, "corpus.sources": ["gcd", "aiw"], "evaluation.temperature": 0.0}
+    assert settings_differences(recorded, slice_) == ["seed: recorded 1, expected (no such key)",
+                                                      "training.learning_rate: recorded 0.0001, expected 0.01"]
+    assert settings_differences(recorded, {**slice_, "seed": 1, "training.learning_rate": 1e-4}) == []
+    assert settings_differences({"corpus.sources": ["gcd"]}, {"corpus.sources": ("gcd",)}) == []  # as JSON
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "weights").write_text("w")
+    record = write_provenance(tmp_path / "provenance.json", recorded, [model])
+    refuse_other_settings(model, tmp_path / "provenance.json", {**slice_, **recorded})
+    with pytest.raises(StaleArtefactError) as refused:
+        refuse_other_settings(model, tmp_path / "provenance.json", slice_)
+    message = str(refused.value)
+    assert message.startswith(f"{tmp_path / 'provenance.json'}: the model was built with other settings")
+    assert "training.learning_rate: recorded 0.0001, expected 0.01" in message
+    assert f"snakemake -R {tmp_path / 'provenance.json'}" in message and "--touch" in message
+    assert record["settings"] == recorded

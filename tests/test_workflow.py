@@ -350,6 +350,29 @@ def test_a_changed_setting_retrains_and_the_audit_names_what_predates_it(smoke_t
 
 
 @pytest.mark.slow
+def test_a_touched_model_trained_with_other_settings_is_refused_by_its_score_job(smoke_study_copy):
+    """`snakemake --touch` after a learning-rate change marks the old weights current; the rescore their stale scores
+    plan refuses them, naming the run's record and the key (recorded vs expected), instead of writing a score whose
+    provenance claims the new rate."""
+    lr = smoke_study_copy / "lr.yaml"
+    lr.write_text(yaml.safe_dump(changed_config("training.learning_rate")))
+    on_lr = ["--configfile", str(lr), "--directory", str(smoke_study_copy)]
+    snakemake("--touch", "--cores", "1", *on_lr)
+    run = smoke_run("baseline", 1)
+    rescore = snakemake(layout.score("tiny-qwen2", run, "gcd"), "--cores", "1", *on_lr, check=False)
+    assert rescore.returncode != 0
+    assert job_counts(rescore.stdout + rescore.stderr).get("train") is None  # the touch hid the retraining
+    log = (smoke_study_copy / f"logs/scores/tiny-qwen2/{run}/all.log").read_text()
+    record = layout.train_provenance("tiny-qwen2", run)
+    assert f"StaleArtefactError: {record}: the model was built with other settings than this job's slice" in log
+    assert "training.learning_rate: recorded 0.0001, expected 0.0003" in log
+    assert f"snakemake -R {record}" in log
+    scored = [smoke_study_copy / layout.score_provenance("tiny-qwen2", run, b) for b in SMOKE_BENCHMARKS]
+    assert all(json.loads(path.read_text())["settings"]["training.learning_rate"] == 0.0001
+               for path in scored if path.exists())  # no score claims the new rate
+
+
+@pytest.mark.slow
 def test_items_replaced_under_an_older_mtime_and_one_run_rescored_are_two_item_sets_in_the_audit(smoke_tree):
     """The issue's reproduction: gcd's items replaced by other items under an older mtime (`cp -p`, `rsync -t`, a
     restore), then one run rescored. The audit's headline names gcd, the run scored against the new items and the

@@ -189,3 +189,34 @@ def state_key(settings: Mapping[str, Any], inputs: Mapping[str, Mapping[str, str
     """The name of resumable state: the slice's fingerprint and the inputs' digests."""
     digests = {role: entry["sha256"] for role, entry in inputs.items()}
     return fingerprint({"settings": fingerprint(settings), "inputs": digests})[:STATE_KEY_LENGTH]
+
+
+class StaleArtefactError(RuntimeError):
+    """An input artefact was built with other settings than the consuming job's slice holds for it."""
+
+
+def settings_differences(recorded: Mapping[str, Any], expected: Mapping[str, Any]) -> list[str]:
+    """Each key of a producer's recorded slice whose value `expected` (the consumer's slice, a superset of it) does not
+    hold, as `key: recorded R, expected E`; values are compared as canonical JSON, as their fingerprints are."""
+    missing = object()
+    return [f"{key}: recorded {value!r}, expected "
+            + ("(no such key)" if expected.get(key, missing) is missing else repr(expected[key]))
+            for key, value in sorted(recorded.items())
+            if key not in expected or canonical_json(value) != canonical_json(expected[key])]
+
+
+def refuse_other_settings(artefact: str | os.PathLike, record_path: str | os.PathLike,
+                          expected: Mapping[str, Any]) -> None:
+    """Refuse (StaleArtefactError, naming the record, each differing key and the fix) an input artefact whose
+    recorded settings are not those `expected` holds: a `snakemake --touch` after a config change marks stale
+    weights current, and a job reading them would write a record claiming settings they were not built with."""
+    # the output Snakemake knows: a directory that keeps its record inside, or the record beside the artefact
+    target = artefact if Path(record_path).parent == Path(artefact) else record_path
+    differences = settings_differences(read_provenance(record_path)["settings"], expected)
+    if differences:
+        raise StaleArtefactError(
+            f"{record_path}: the model was built with other settings than this job's slice:\n  "
+            + "\n  ".join(differences)
+            + f"\nIts outputs are stale (was `snakemake --touch` run after a config change?). Rebuild it: "
+              f"`snakemake -R {target}` (or delete the folder it lies in) and rerun; do not use --touch "
+              f"after changing settings. Nothing was written")

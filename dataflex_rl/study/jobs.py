@@ -21,7 +21,9 @@ from dataflex_rl.backends.registry import get_backend
 from dataflex_rl.evaluate import shards
 from dataflex_rl.evaluate.scoring import score_benchmarks
 from dataflex_rl.artefacts.layout import PROVENANCE
-from dataflex_rl.artefacts.provenance import inputs_metadata, plain_input, state_key, verified_input, write_provenance
+from dataflex_rl.artefacts.provenance import (inputs_metadata, plain_input, refuse_other_settings, state_key,
+                                              verified_input, write_provenance)
+from dataflex_rl.artefacts.state_lock import held_state
 from dataflex_rl.training.recipe import GRPOSettings
 from dataflex_rl.regimes.low_utility import measure_solve_rates
 from dataflex_rl.policies.methods import MethodSpec
@@ -102,14 +104,15 @@ def train_run(job: Mapping[str, Any], settings: Mapping[str, Any], *, base, corp
     if validation:  # a prompt selection's own validation prompts: its file, or its benchmark's items
         inputs["validation"] = plain_input(validation)
     state = training_state(state_dir, settings, inputs)
-    others = sorted(p.name for p in Path(state_dir).glob("*") if p.is_dir() and p != state)
-    if others:
-        print(f"training state {state.name} (this configuration); kept, not used: {', '.join(others)}",
-              file=sys.stderr)
-    runtime = get_backend(job["model"]["backend"]).train(
-        train_job(job, checkpoint_every), base=base, corpus=corpus, out_model=out_model, out_metrics=out_metrics,
-        state_dir=state, threads=threads, token_caps=token_caps, gpus=gpus)
-    write_provenance(out_provenance, settings, [out_model, out_metrics], inputs, runtime)
+    with held_state(state_dir):  # one job at a time in the run's state (dataflex_rl/artefacts/state_lock.py)
+        others = sorted(p.name for p in Path(state_dir).glob("*") if p.is_dir() and p != state)
+        if others:
+            print(f"training state {state.name} (this configuration); kept, not used: {', '.join(others)}",
+                  file=sys.stderr)
+        runtime = get_backend(job["model"]["backend"]).train(
+            train_job(job, checkpoint_every), base=base, corpus=corpus, out_model=out_model, out_metrics=out_metrics,
+            state_dir=state, threads=threads, token_caps=token_caps, gpus=gpus)
+        write_provenance(out_provenance, settings, [out_model, out_metrics], inputs, runtime)
 
 
 def merge_run(settings: Mapping[str, Any], *, model: str, model_dir, model_provenance, out_dir) -> None:
@@ -120,6 +123,7 @@ def merge_run(settings: Mapping[str, Any], *, model: str, model_dir, model_prove
     if backend.merge is None:
         raise ValueError(f"the {backend.name} backend merges no checkpoint: {model_dir} is scored as written")
     inputs = {"model": verified_input(model_dir, model_provenance)}
+    refuse_other_settings(model_dir, model_provenance, settings)
     with atomic_directory(out_dir) as tmp:
         backend.merge(model_dir, tmp)
         write_provenance(tmp / PROVENANCE, settings, [tmp], inputs)
@@ -131,8 +135,11 @@ def score_run(job: Mapping[str, Any], settings: Sequence[Mapping[str, Any]], *, 
     """Score one model (`model_dir`: a base or a trained run's model directory, verified against its provenance
     record; None: a backend's untrained `path`) on each benchmark file in `items`, writing the matching file of
     `outputs` and its provenance record; `settings` holds each benchmark's slice, in the same order. `token_caps`:
-    the caps its items are held to (dataflex_rl.evaluate.benchmark_fit); `gpus`: the job's `gpu` resource."""
+    the caps its items are held to (dataflex_rl.evaluate.benchmark_fit); `gpus`: the job's `gpu` resource. A model
+    whose recorded settings are not those its slice holds is refused before anything is scored."""
     model_inputs = {"model": verified_input(model_dir, model_provenance)} if model_dir else {}
+    for slice_ in settings if model_dir else ():  # each benchmark's slice holds the weights' slice
+        refuse_other_settings(model_dir, model_provenance, slice_)
     inputs = [{**model_inputs, "items": plain_input(path)} for path in items]
     generator = get_backend(job["model"]["backend"]).open_generator(job["model"], model_dir=model_dir,
                                                                     threads=threads, gpus=gpus)
