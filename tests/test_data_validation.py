@@ -811,3 +811,15 @@ def test_jsonl_reader_quarantines_hostile_lines_one_by_one(tmp_path):
     assert [line for line, _ in read_jsonl(path, report)] == [1, 4]
     assert [(r["line"], r["reason"]) for r in report.quarantined] == [(2, "malformed_json"), (3, "malformed_json")]
     assert "4300 digits" in report.quarantined[1]["detail"]
+
+
+def test_a_bbh_target_letter_outside_its_options_is_quarantined_naming_the_letter_and_the_options(tmp_path):
+    rows = {"examples": [{"input": f"Which is first?\nOptions:\n(A) x{i}\n(B) y{i}\n(C) z{i}", "target": target}
+                         for i, target in enumerate(("(B)", "(E)"))]}
+    path, quarantine = tmp_path / "bbh.json", tmp_path / "quarantine.jsonl"
+    path.write_text(json.dumps(rows))
+    items, audit = _validate("BBH-logical-deduction", path, quarantine)
+    assert list(items["answer"]) == ["(B)"]
+    [record] = map(json.loads, quarantine.read_text().splitlines())
+    assert record["reason"] == "unparseable_answer"
+    assert record["detail"].endswith("target '(E)' names option E, but the item's options are A, B, C")
