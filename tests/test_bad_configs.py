@@ -328,6 +328,10 @@ CASES = [
     Case("validation benchmark beside file keys", _method("gradalign", {
         "policy": "gradalign", "control": "baseline", "params": {"validation": {"benchmark": "gcd", "path": "x"}}}),
          ("methods.gradalign.params.validation: a validation benchmark is given as {benchmark: <name>} alone",)),
+    Case("validation given as a string", _method("gradalign", {
+        "policy": "gradalign", "control": "baseline", "params": {"validation": "gcd"}}),
+         ("methods.gradalign.params.validation: 'gcd' must be a mapping: a validation file as a corpus.files entry "
+          "{path, domain, answer_format, source}, or a validation benchmark as {benchmark: <name>}",)),
     Case("prompt selection with a mixture as response policy", _method("accgreedy", {
         "policy": "accgreedy", "params": {"response_policy": "dump_ucb"}, "control": "baseline"}),
          ("methods.accgreedy.params.response_policy: 'dump_ucb' is not a response policy",)),

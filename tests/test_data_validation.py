@@ -789,3 +789,37 @@ def test_an_input_file_replaced_by_other_bytes_with_an_older_mtime_replans_the_j
         _jsonl(path, rows)
         os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns - 3_600 * 10**9))  # an hour older than it was
     assert _planned_jobs(tmp_path, *targets) == {"corpus": 1, "benchmark_items": 1}
+
+
+def test_an_mmlu_pro_row_with_more_options_than_letters_is_quarantined_at_load(tmp_path):
+    rows = [{"question_id": i, "question": f"Q{i}?", "options": [f"{i}-{k}" for k in range(n)], "answer": "A",
+             "answer_index": 0, "category": "physics"} for i, n in enumerate((10, 11))]
+    path, quarantine = tmp_path / "bench.jsonl", tmp_path / "quarantine.jsonl"
+    _jsonl(path, rows)
+    items, audit = _validate("MMLU-Pro-physics", path, quarantine)
+    assert list(items["prompt"]) == ["Q0?"]
+    [record] = map(json.loads, quarantine.read_text().splitlines())
+    assert record["reason"] == "inconsistent_row"
+    assert record["detail"].endswith("options: 11 options; at most 10 can be lettered A-J")
+
+
+def test_jsonl_reader_quarantines_hostile_lines_one_by_one(tmp_path):
+    path = tmp_path / "hostile.jsonl"
+    path.write_text('{"prompt": "a", "answer": "1"}\n' + "[" * 100000 + "\n" + '{"prompt": "b", "answer": ' + "9" * 5000
+                    + "}\n" + '{"prompt": "c", "answer": "3"}\n')
+    report = FileReport(str(path))
+    assert [line for line, _ in read_jsonl(path, report)] == [1, 4]
+    assert [(r["line"], r["reason"]) for r in report.quarantined] == [(2, "malformed_json"), (3, "malformed_json")]
+    assert "4300 digits" in report.quarantined[1]["detail"]
+
+
+def test_a_bbh_target_letter_outside_its_options_is_quarantined_naming_the_letter_and_the_options(tmp_path):
+    rows = {"examples": [{"input": f"Which is first?\nOptions:\n(A) x{i}\n(B) y{i}\n(C) z{i}", "target": target}
+                         for i, target in enumerate(("(B)", "(E)"))]}
+    path, quarantine = tmp_path / "bbh.json", tmp_path / "quarantine.jsonl"
+    path.write_text(json.dumps(rows))
+    items, audit = _validate("BBH-logical-deduction", path, quarantine)
+    assert list(items["answer"]) == ["(B)"]
+    [record] = map(json.loads, quarantine.read_text().splitlines())
+    assert record["reason"] == "unparseable_answer"
+    assert record["detail"].endswith("target '(E)' names option E, but the item's options are A, B, C")

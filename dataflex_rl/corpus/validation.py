@@ -144,6 +144,9 @@ def read_jsonl(path: Path, report: FileReport) -> Iterator[tuple[int, dict]]:
         except json.JSONDecodeError as error:
             report.quarantine(number, "malformed_json", f"column {error.colno}: {error.msg}", text)
             continue
+        except (RecursionError, ValueError) as error:  # nesting too deep, an integer over Python's digit limit
+            report.quarantine(number, "malformed_json", f"{type(error).__name__}: {str(error)[:200]}", text)
+            continue
         if not isinstance(record, dict):
             report.quarantine(number, "malformed_json", f"a JSON {type(record).__name__}, not an object", text)
             continue

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Mapping
 
+from dataflex_rl.artefacts.items import LETTERS
 from dataflex_rl.formats.base import AnswerFormat, Verdict
 from dataflex_rl.formats.extract import answer_candidates, final_answer_text
 from dataflex_rl.formats.forms import answer_lines, perturbed
@@ -52,7 +53,12 @@ def wrong_forms(answer: str, item: Mapping) -> list[str]:
 
 
 def gold_problem(item: Mapping) -> str | None:
+    """A lettered target must name one of the item's listed options (no model answer could match it otherwise)."""
     answer = item["answer"]
+    letter, options = _LETTER_TARGET.fullmatch(answer.strip()), item_options(item)
+    if letter and options and letter.group(1) not in LETTERS[: len(options)]:
+        return (f"target {answer.strip()!r} names option {letter.group(1)}, but the item's options are "
+                f"{', '.join(LETTERS[: len(options)])}")
     return None if _normalised(answer) else f"{answer!r} is empty after normalisation"
 
 

@@ -197,7 +197,10 @@ def _unambiguous(options: list[str], gold: int, field: str, labels: Sequence[str
     """The options of a multiple-choice row, refused when another option is the gold's text (whitespace aside): a
     model that picks the copy of the correct answer would be scored wrong. Wrong options that repeat each other are
     kept as shipped (two GPQA-Diamond rows have them): the gold letter is still one, and harnesses show them all.
-    `labels` names each option in the refusal (GPQA's add the source column)."""
+    `labels` names each option in the refusal (GPQA's add the source column). More options than letters A-J are
+    refused here, at load, not when the score job letters them."""
+    if len(options) > len(LETTERS):
+        raise UnreadableRowError(f"{field}: {len(options)} options; at most {len(LETTERS)} can be lettered A-J")
     key = " ".join(options[gold].split())
     for position, option in enumerate(options):
         if position != gold and " ".join(option.split()) == key:

@@ -43,7 +43,7 @@ class Param:
     released: the default under `semantics: dataflex_released`, where the released code ran another one. A parameter
     with such a semantics-dependent default also accepts null, meaning "the semantics' default".
     kind: "int", "float", "str", "bool" or "mapping"; numbers lie in [low, high] (an open end excludes the bound);
-    a string is one of `choices`.
+    a string is one of `choices`; a mapping's refusal names its `shape`.
     """
 
     name: str
@@ -55,12 +55,15 @@ class Param:
     low_open: bool = False
     high_open: bool = False
     choices: tuple = ()
+    shape: str = ""
     doc: str = ""
     recorded_unset: bool = True  # False: left out of a run's fingerprint while unset (MethodSpec.resolved_params)
 
     def valid_values(self) -> str:
         if self.choices:
             return "one of " + ", ".join(map(str, self.choices))
+        if self.kind == "mapping" and self.shape:
+            return f"a mapping: {self.shape}"
         if self.kind not in ("int", "float"):
             return {"mapping": "a mapping", "bool": "true or false"}.get(self.kind, f"a {self.kind}")
         left = "(-inf" if self.low is None else f"{'(' if self.low_open else '['}{self.low:g}"
@@ -186,6 +189,8 @@ _PROMPT_SELECTION_OPTIONS = (
     Param("validation_size", "int", 32, low=1, doc="|P_v|: validation prompts held out of the pool"),
     Param("validation_seed", "int", 0, low=0, doc="draws the validation prompts, the same for every seed"),
     Param("validation", "mapping", None, recorded_unset=False,
+          shape="a validation file as a corpus.files entry {path, domain, answer_format, source}, or a validation "
+                "benchmark as {benchmark: <name>}",
           doc="the validation prompts' own source: a file, as a corpus.files entry {path, domain, answer_format, "
               "source}, or a benchmark {benchmark: <name>} whose drawn items are held out of its test score; unset: "
               "corpus rows (docs/prompt_selection.md)"),

@@ -33,17 +33,22 @@ class MethodSpec:
         return {name: value for name, value in spec.resolve(self.params).items()
                 if value is not None or accepted[name].recorded_unset}
 
+    def _validation_entry(self) -> Mapping[str, Any] | None:
+        """The `validation` option where it is a mapping; anything else the parameter check refuses, naming it."""
+        entry = self.resolved_params().get("validation")
+        return entry if isinstance(entry, Mapping) else None
+
     def validation_file(self) -> Mapping[str, Any] | None:
         """A prompt selection's `validation` file entry (prompt_selection.validation_file); None: a benchmark or
         corpus rows, and for every other method."""
-        entry = self.resolved_params().get("validation")
+        entry = self._validation_entry()
         return entry if entry and "path" in entry else None
 
     def validation_benchmark(self) -> str | None:
         """The benchmark a prompt selection draws its validation prompts from (its `validation` option
         {benchmark: name}: prompt_selection.benchmark_split), whose items the study then holds out of that benchmark's
         test score; None: a file or corpus rows, and for every other method."""
-        entry = self.resolved_params().get("validation")
+        entry = self._validation_entry()
         return entry.get("benchmark") if entry else None
 
     def validation_input(self) -> str | None:
