@@ -121,6 +121,22 @@ def _local_verl_model(heads: int, kv_heads: int, tensor_parallel_size: int | Non
     return change
 
 
+def _interrupted_download(sharded: bool):
+    """A verl model at a local directory whose download stopped part-way: the tiny Qwen2 saved in shards of 1 KB
+    (four, and model.safetensors.index.json) without its second and fourth shards, or saved whole with an empty
+    model.safetensors."""
+    def change(config, workdir):
+        directory = save_hf_model_dir(workdir / "tiny-verl", max_shard_size="1KB" if sharded else "50GB")
+        for name in (["model-00002-of-00004.safetensors", "model-00004-of-00004.safetensors"] if sharded else []):
+            (directory / name).unlink()
+        if not sharded:
+            (directory / "model.safetensors").write_bytes(b"")
+        config["models"] = {"qwen": {"backend": "verl", "path": "./tiny-verl"}}
+        config["training"]["prompts_per_step"] = 8
+
+    return change
+
+
 def _all(*changes):
     def change(config, workdir):
         for c in changes:
@@ -372,6 +388,14 @@ CASES = [
          ("models.qwen.path: the model directory './weights/qwen-7b' lacks config.json, weights (*.safetensors or "
           "*.bin), a tokenizer (tokenizer.json, tokenizer.model, vocab.json)",
           "hf download <hub name> --local-dir ./weights/qwen-7b")),
+    Case("verl local model whose weight index names absent shards", _interrupted_download(sharded=True),
+         ("models.qwen.path: the model directory './tiny-verl' holds weights verl and vLLM cannot load: "
+          "model.safetensors.index.json names 4 shard(s), 2 of them not in the directory: "
+          "model-00002-of-00004.safetensors, model-00004-of-00004.safetensors",
+          "download the whole model into it again")),
+    Case("verl local model with an empty safetensors file", _interrupted_download(sharded=False),
+         ("models.qwen.path: the model directory './tiny-verl' holds weights verl and vLLM cannot load: "
+          "model.safetensors is empty (0 bytes)",)),
     Case("verl model path neither a directory nor a hub name", _verl(path="Qwen/Qwen2.5/7B"),
          ("models.qwen.path: 'Qwen/Qwen2.5/7B' is neither a local directory", "nor a hub name")),
     Case("Adam preconditioning on a verl model", _all(_verl(), _method("gradalign", {
@@ -443,6 +467,16 @@ CASES = [
     Case("a fractional GPU count", _verl(prompts_per_step=8),
          ("resources of rule train: gpu='2.5' is not a whole number of GPUs; give a non-negative integer",),
          args=(*SLURM, "--set-resources", "train:gpu=2.5")),
+    Case("a train runtime of 0 on the Slurm profile", _unchanged,
+         ("resources of rule train: runtime=0, but runtime, mem_mb and cpus_per_task must each be at least 1: the "
+          "Slurm executor sends no --time", "the cost plan prices its jobs at 0 hours", "give runtime ≥ 1"),
+         args=(*SLURM, "--set-resources", "train:runtime=0")),
+    Case("0 CPUs a task on the Slurm profile", _unchanged,
+         ("resources of rule train: cpus_per_task=0, but runtime, mem_mb and cpus_per_task must each be at least 1",
+          "asks for the job's threads instead", "give cpus_per_task ≥ 1"), args=(*SLURM, "--set-resources", "train:cpus_per_task=0")),
+    Case("0 MB for a job without a memory estimate", _unchanged,
+         ("resources of rule corpus: mem_mb=0, but runtime, mem_mb and cpus_per_task must each be at least 1",
+          "sends no --mem", "give mem_mb ≥ 1"), args=(*SLURM, "--set-resources", "corpus:mem_mb=0")),
     Case("memory that is not a number", _unchanged,
          ("resources of rule train: mem_mb='abc' is not a whole number of megabytes",),
          args=("--set-resources", "train:mem_mb=abc")),

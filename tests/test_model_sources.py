@@ -4,7 +4,10 @@ otherwise), or the summary warns that the jobs will download it. The cache is bu
 way huggingface_hub lays it out, and huggingface_hub's own cache scan confirms the layout."""
 import copy
 import hashlib
+import json
 import os
+import shutil
+import struct
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -14,11 +17,14 @@ import pytest
 import yaml
 from huggingface_hub import scan_cache_dir, try_to_load_from_cache
 from huggingface_hub.file_download import repo_folder_name
+from safetensors import SafetensorError, safe_open
+from transformers import Qwen2ForCausalLM
 
 from dataflex_rl.backends.model_spec import ModelSpec
 from dataflex_rl.backends.verl import model_source
 from hf_model_dir import save_hf_model_dir
 from dataflex_rl.backends.verl.model_source import missing_model_files, model_path_errors, model_path_notes
+from dataflex_rl.backends.verl.weight_files import weight_file_problems
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
@@ -97,6 +103,97 @@ def test_offline_an_incomplete_snapshot_is_refused_naming_what_it_lacks(tmp_path
     [error] = model_path_errors("models.m.path", HUB_NAME, tmp_path)
     assert f"holds a snapshot of it ({snapshot}) without weights (*.safetensors or *.bin)" in error
     assert model_path_notes("models.m.path", HUB_NAME, tmp_path) == []  # offline: refused, no note
+
+
+@pytest.fixture(scope="module")
+def sharded_model_dir(tmp_path_factory) -> Path:
+    """The tiny Qwen2 saved in shards of at most 1 KB: save_pretrained writes four and model.safetensors.index.json."""
+    return save_hf_model_dir(tmp_path_factory.mktemp("sharded"), max_shard_size="1KB")
+
+
+def _shards(directory: Path) -> list[str]:
+    return sorted(set(json.loads((directory / "model.safetensors.index.json").read_text())["weight_map"].values()))
+
+
+def test_a_sharded_model_whose_index_names_absent_shards_is_refused_naming_the_index_and_the_shards(
+        tmp_path, sharded_model_dir):
+    directory = shutil.copytree(sharded_model_dir, tmp_path / "model")
+    shards = _shards(directory)
+    assert len(shards) == 4 and weight_file_problems(directory) == []
+    assert model_path_errors("models.m.path", str(directory), tmp_path) == []
+    for name in (shards[1], shards[3]):
+        (directory / name).unlink()
+    assert weight_file_problems(directory) == [
+        f"model.safetensors.index.json names 4 shard(s), 2 of them not in the directory: {shards[1]}, {shards[3]}"]
+    with pytest.raises(OSError):  # the loader the jobs use fails on the directory, after the dry run passed it
+        Qwen2ForCausalLM.from_pretrained(directory)
+    [error] = model_path_errors("models.m.path", str(directory), tmp_path)
+    assert error.startswith(f"models.m.path: the model directory '{directory}' holds weights verl and vLLM cannot "
+                            f"load: model.safetensors.index.json names 4 shard(s), 2 of them not in the directory")
+    assert "download the whole model into it again" in error
+
+
+def test_an_index_names_its_first_missing_shards_and_counts_the_rest(tmp_path, sharded_model_dir):
+    directory = shutil.copytree(sharded_model_dir, tmp_path / "model")
+    for name in _shards(directory):
+        (directory / name).unlink()
+    assert weight_file_problems(directory) == [
+        "model.safetensors.index.json names 4 shard(s), 4 of them not in the directory: model-00001-of-00004"
+        ".safetensors, model-00002-of-00004.safetensors, model-00003-of-00004.safetensors and 1 more"]
+    (directory / "model.safetensors.index.json").write_text('{"metadata": {}}')
+    [problem] = weight_file_problems(directory)
+    assert problem.startswith("model.safetensors.index.json is not a weight index with a weight_map (KeyError")
+
+
+def _header_length(data: bytes) -> int:
+    return struct.unpack("<Q", data[:8])[0]
+
+
+# Damage as an interrupted copy or download leaves it, each with the problem named; the safetensors loader itself
+# refuses every one of them.
+DAMAGE = {
+    "empty": (lambda data: b"", "model.safetensors is empty (0 bytes)"),
+    "shorter than the length field": (lambda data: data[:5],
+                                      "model.safetensors has 5 byte(s), fewer than the 8 of a safetensors header's "
+                                      "length"),
+    "cut inside the header": (lambda data: data[:100], "model.safetensors: unreadable safetensors header: its length "
+                                                       "field says {length} bytes, but the file has 92 after it"),
+    "header not JSON": (lambda data: data[:8] + b"x" * (len(data) - 8),
+                        "model.safetensors: unreadable safetensors header (JSONDecodeError: Expecting value"),
+    "cut in the tensor data": (lambda data: data[:-2], "model.safetensors: its safetensors header places {tensors} "
+                                                       "bytes of tensor data, but the file holds {short} after the "
+                                                       "header (cut short"),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGE, ids=list(DAMAGE))
+def test_a_safetensors_file_whose_header_cannot_be_read_is_named_as_the_loader_would_fail(
+        tmp_path, model_dir, damage):
+    directory = shutil.copytree(model_dir, tmp_path / "model")
+    weights = directory / "model.safetensors"
+    data = weights.read_bytes()
+    with safe_open(weights, "pt") as intact:
+        assert len(list(intact.keys())) > 0
+    change, expected = DAMAGE[damage]
+    weights.write_bytes(change(data))
+    tensors = len(data) - 8 - _header_length(data)
+    [problem] = weight_file_problems(directory)
+    assert problem.startswith(expected.format(length=_header_length(data), tensors=tensors, short=tensors - 2))
+    with pytest.raises(SafetensorError):
+        safe_open(weights, "pt")
+    [error] = model_path_errors("models.m.path", str(directory), tmp_path)
+    assert f"holds weights verl and vLLM cannot load: {problem} — download the whole model into it again" in error
+
+
+def test_offline_a_cached_snapshot_with_an_empty_weights_file_is_refused(tmp_path, model_dir, monkeypatch):
+    files = shutil.copytree(model_dir, tmp_path / "files")
+    (files / "model.safetensors").write_bytes(b"")
+    snapshot = cache_snapshot(tmp_path / "cache", HUB_NAME, files)
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    [error] = model_path_errors("models.m.path", HUB_NAME, tmp_path)
+    assert (f"holds a snapshot of it ({snapshot}) whose weights cannot be loaded: model.safetensors is empty (0 bytes)"
+            in error)
 
 
 def _dry_run(root: Path, name: str, cache: Path, offline: bool) -> subprocess.CompletedProcess:

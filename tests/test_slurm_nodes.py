@@ -1,7 +1,15 @@
 """The cluster's nodes as `sinfo` lists them, and the jobs no node of their partition can run
 (dataflex_rl/study/slurm_nodes.py): hand-written sinfo lines, so that these run without Slurm;
 tests/test_slurm_cluster.py asks a real one."""
-from dataflex_rl.study.slurm_nodes import Node, cluster_nodes, gres_gpus, node_fit_errors, parse_sinfo
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from dataflex_rl.study.slurm_nodes import (Node, SinfoAnswer, UnreadLine, cluster_fit_errors, cluster_nodes,
+                                           gres_gpus, node_fit_errors, parse_sinfo)
+
+REPO = Path(__file__).resolve().parents[1]
 
 SINFO = """\
 cpu01|cpu*|64|256000|(null)
@@ -12,8 +20,9 @@ gpu02|gpu|48|512000|gpu:v100:2,gpu:t4:2,shard:8
 
 
 def test_sinfo_lines_give_each_node_its_partition_cpus_memory_and_gpus():
-    assert parse_sinfo(SINFO) == [Node("cpu01", "cpu", True, 64, 256000, 0), Node("cpu02", "cpu", True, 32, 512000, 0),
-                                  Node("gpu01", "gpu", False, 48, 1024000, 8), Node("gpu02", "gpu", False, 48, 512000, 4)]
+    assert parse_sinfo(SINFO) == SinfoAnswer([
+        Node("cpu01", "cpu", True, 64, 256000, 0), Node("cpu02", "cpu", True, 32, 512000, 0),
+        Node("gpu01", "gpu", False, 48, 1024000, 8), Node("gpu02", "gpu", False, 48, 512000, 4)])
     assert [gres_gpus(g) for g in ("(null)", "gpu:4", "gpu:a100:4(S:0-1)", "mps:100", "gpu:h100:4(IDX:0-3),gpu:2")] \
         == [0, 4, 4, 0, 6]
 
@@ -52,4 +61,74 @@ def test_no_answer_from_sinfo_means_no_nodes(monkeypatch, tmp_path):
     fake.chmod(0o755)
     assert cluster_nodes() is None
     fake.write_text("#!/bin/sh\nprintf 'node1|debug*|4|8000|(null)\\n'\n")
-    assert cluster_nodes() == [Node("node1", "debug", True, 4, 8000, 0)]
+    assert cluster_nodes() == SinfoAnswer([Node("node1", "debug", True, 4, 8000, 0)])
+
+
+# sinfo lines the dry run cannot read: memory and CPUs as N/A, a line of three fields, a line of one
+UNREADABLE = SINFO + """\
+gpu03|gpu|48|N/A|gpu:h100:8
+gpu04|gpu|N/A|N/A|gpu:h100:8
+gpu05|gpu|48
+"""
+
+
+def test_a_line_sinfo_prints_that_cannot_be_read_is_left_out_and_named_with_what_was_expected():
+    answer = parse_sinfo(UNREADABLE)
+    assert answer.nodes == parse_sinfo(SINFO).nodes
+    assert answer.unread == [
+        UnreadLine(5, "gpu03|gpu|48|N/A|gpu:h100:8", "memory (MB) 'N/A' is not a whole number", "gpu"),
+        UnreadLine(6, "gpu04|gpu|N/A|N/A|gpu:h100:8",
+                   "CPUs 'N/A' is not a whole number; memory (MB) 'N/A' is not a whole number", "gpu"),
+        UnreadLine(7, "gpu05|gpu|48", "3 field(s) separated by '|', not 5", "gpu")]
+    assert answer.unread[0].note() == (
+        "note: sinfo line 5 'gpu03|gpu|48|N/A|gpu:h100:8' could not be read: memory (MB) 'N/A' is not a whole number "
+        "(expected node|partition|CPUs|memory MB|GRES, as `sinfo --noheader --Node --format=%N|%P|%c|%m|%G` prints "
+        "each node); that node is left out, and no job of partition 'gpu' is refused on what the other nodes give — "
+        "give the study a cluster.partitions to check the jobs against stated limits instead")
+    assert parse_sinfo("gpu06\n").unread == [UnreadLine(1, "gpu06", "1 field(s) separated by '|', not 5", None)]
+
+
+def test_no_job_is_refused_on_a_partition_a_line_that_cannot_be_read_may_belong_to():
+    """The node left out might be the one that fits: 16 GPUs on one node fit none of those read, but gpu03 (N/A
+    memory) is not read; the cpu partition's nodes are all read, so a job beyond them is still refused."""
+    too_big = {"train": {"slurm_partition": "gpu", "gpu": 16, "cpus_per_task": 8},
+               "merge": {"slurm_partition": "cpu", "cpus_per_task": 128}}
+    assert [error.split(" fit ")[0] for error in node_fit_errors(too_big, parse_sinfo(SINFO))] == [
+        "resources of rule train: cpus_per_task=8, gpu=16", "resources of rule merge: cpus_per_task=128"]
+    [merge] = node_fit_errors(too_big, parse_sinfo(UNREADABLE))
+    assert merge.startswith("resources of rule merge: cpus_per_task=128 fit no node of Slurm partition 'cpu'")
+    assert node_fit_errors({**too_big, "score": {"slurm_partition": "a100"}}, parse_sinfo(SINFO + "gpu06\n")) == []
+
+
+def _fake_slurm(folder: Path, sinfo: str) -> Path:
+    """A sinfo printing `sinfo`, and a squeue (the Slurm executor looks for one), in `folder`."""
+    folder.mkdir()
+    (folder / "sinfo").write_text(f"#!/bin/sh\ncat <<'EOF'\n{sinfo}EOF\n")
+    (folder / "squeue").write_text("#!/bin/sh\nexit 0\n")
+    for name in ("sinfo", "squeue"):
+        (folder / name).chmod(0o755)
+    return folder
+
+
+def test_the_node_check_notes_a_line_it_cannot_read_and_checks_the_others(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("PATH", f"{_fake_slurm(tmp_path / 'bin', UNREADABLE)}{os.pathsep}{os.environ['PATH']}")
+    assert cluster_fit_errors({"train": {"slurm_partition": "gpu", "gpu": 16}}) == []
+    notes = capsys.readouterr().err.splitlines()
+    assert [note.split(" could not be read")[0] for note in notes] == [
+        "note: sinfo line 5 'gpu03|gpu|48|N/A|gpu:h100:8'", "note: sinfo line 6 'gpu04|gpu|N/A|N/A|gpu:h100:8'",
+        "note: sinfo line 7 'gpu05|gpu|48'"]
+
+
+def test_the_dry_run_on_the_slurm_profile_reads_past_a_line_it_cannot_read(tmp_path):
+    """The real `snakemake -n --profile profiles/slurm` of the smoke study, its sinfo printing an N/A memory: the
+    dry run notes the line and plans the study (before: a raw int() error for 'N/A')."""
+    fake = _fake_slurm(tmp_path / "bin", "cpu01|cpu*|64|256000|(null)\ngpu01|gpu|48|N/A|gpu:a100:8\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--quiet", "--snakefile", str(REPO / "Snakefile"), "--directory",
+         str(tmp_path), "--configfile", str(REPO / "config/smoke.yaml"), "--profile", str(REPO / "profiles/slurm")],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert ("note: sinfo line 2 'gpu01|gpu|48|N/A|gpu:a100:8' could not be read: memory (MB) 'N/A' is not a whole "
+            "number") in result.stderr
+    assert "invalid literal" not in result.stderr and "Building DAG of jobs" in result.stdout + result.stderr

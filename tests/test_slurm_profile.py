@@ -6,8 +6,12 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from snakemake_executor_plugin_slurm.submit_string import get_submit_command
+
+from dataflex_rl.study.config_checks import resource_type_errors
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "-n", "--snakefile", str(REPO / "Snakefile")]
@@ -92,3 +96,33 @@ def test_the_readmes_override_on_the_command_line_keeps_the_gpu_jobs_on_the_gpu_
     assert "slurm_partition=gpu" in train and "gpu=4" in train and "slurm_partition=gpu" in score
     assert "slurm_partition=cpu" in merge
     assert re.search(r"^    train +156 .* gpu$", output, re.MULTILINE)  # the summary's partition column
+
+
+class _Resources(dict):
+    """A job's resources as the Slurm executor reads them: `.get(key)` and `.key`."""
+    __getattr__ = dict.__getitem__
+
+
+def _sbatch(threads: int, **resources) -> str:
+    """The sbatch command line the Slurm executor plugin builds for a job of `threads` threads and `resources`."""
+    params = {"run_uuid": "job", "slurm_logfile": "log", "comment_str": "rule_train", "account": "",
+              "partition": "-p cpu", "workdir": ""}
+    return get_submit_command(SimpleNamespace(resources=_Resources(resources), threads=threads), params)
+
+
+def test_a_zero_runtime_memory_or_cpu_count_is_refused_for_what_the_slurm_executor_makes_of_it():
+    """At 0 the executor sends no --time and no --mem (the partition's defaults apply) and asks for the job's threads
+    as its CPUs (and the cost plan prices a runtime of 0 at 0 hours): the dry run refuses each, naming rule, key and
+    value."""
+    asked = {"runtime": 60, "mem_mb": 8000, "cpus_per_task": 4}
+    assert _sbatch(2, **asked).endswith("-t 60 --mem 8000 --ntasks=1 --cpus-per-task=4")
+    assert resource_type_errors({"train": asked}) == []
+    for key, dropped in (("runtime", " -t 60"), ("mem_mb", " --mem 8000"), ("cpus_per_task", "--cpus-per-task=4")):
+        command = _sbatch(2, **{**asked, key: 0})
+        assert dropped not in command and ("--cpus-per-task=2" in command) == (key == "cpus_per_task")
+        [error] = resource_type_errors({"train": {**asked, key: 0}})
+        assert error.startswith(f"resources of rule train: {key}=0, but runtime, mem_mb and cpus_per_task must "
+                                f"each be at least 1: the Slurm executor ")
+        assert f"give {key} ≥ 1 (--set-resources train:{key}=<integer>" in error
+        assert resource_type_errors({"train": {**asked, key: "0"}}) == [error.replace(f"{key}=0", f"{key}='0'")]
+    assert resource_type_errors({"corpus": {"gpu": 0, "threads": 1}}) == []  # a CPU job asks for no GPU

@@ -586,18 +586,35 @@ COUNTED_RESOURCES = {"threads": "threads", "cpus_per_task": "CPUs", "mem_mb": "m
                      "runtime": "minutes", "nodes": "nodes"}
 
 
+# The counted resources a job needs at least one of, and what becomes of a 0, which Snakemake lets through (it refuses
+# only negative values): the Slurm executor sends each flag only for a value that is true.
+AT_LEAST_ONE = {
+    "runtime": "the Slurm executor sends no --time, so the job runs under the partition's default time limit, while "
+               "the cost plan prices its jobs at 0 hours",
+    "mem_mb": "the Slurm executor sends no --mem, so the job gets the partition's default memory, which no check "
+              "here compares with what it needs",
+    "cpus_per_task": "the Slurm executor reads a 0 as unset and asks for the job's threads instead "
+                     "(--cpus-per-task=<threads>), so the job would not get what its resources say",
+}
+
+
 def resource_type_errors(resources: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """A counted resource given as anything but a whole number (gpu=2.5, mem_mb=abc), named with the rule, before any
-    check reads it as a number."""
+    """A counted resource given as anything but a whole number (gpu=2.5, mem_mb=abc), or as 0 where a job needs at
+    least one (runtime, mem_mb, cpus_per_task), named with the rule, before any check reads it as a number."""
     errors = []
     for rule, values in resources.items():
         for key, unit in COUNTED_RESOURCES.items():
             value = values.get(key)
-            if value is None or isinstance(value, int) and not isinstance(value, bool) and value >= 0 \
-                    or isinstance(value, str) and value.strip().isdigit():
+            if value is None:
                 continue
-            errors.append(f"resources of rule {rule}: {key}={value!r} is not a whole number of {unit}; give a "
-                          f"non-negative integer (e.g. --set-resources {rule}:{key}=<integer>, or in the profile)")
+            if not (isinstance(value, int) and not isinstance(value, bool) and value >= 0
+                    or isinstance(value, str) and value.strip().isdigit()):
+                errors.append(f"resources of rule {rule}: {key}={value!r} is not a whole number of {unit}; give a "
+                              f"non-negative integer (e.g. --set-resources {rule}:{key}=<integer>, or in the profile)")
+            elif key in AT_LEAST_ONE and int(value) == 0:
+                errors.append(f"resources of rule {rule}: {key}={value!r}, but runtime, mem_mb and cpus_per_task "
+                              f"must each be at least 1: {AT_LEAST_ONE[key]} — give {key} ≥ 1 (--set-resources "
+                              f"{rule}:{key}=<integer>, or in the profile)")
     return errors
 
 

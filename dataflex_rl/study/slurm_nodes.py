@@ -4,16 +4,20 @@ Slurm never starts a job that asks a partition for more CPUs, memory or GPUs tha
 the job at submission, or holds it pending for ever (reason `Resources` or `PartitionConfig`), and the run waits on it.
 Where `sinfo` answers, the dry run refuses such a job before anything is submitted; where it does not (no Slurm on this
 machine, no controller answering), the dry run says nothing. A study's own `cluster.partitions` replaces the question.
+A line of sinfo's answer that cannot be read (`N/A` where a number belongs, fewer fields) is left out with a note, and
+no job of its partition is refused: the node left out might be the one that fits.
 """
 from __future__ import annotations
 
 import re
 import subprocess
+import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 SINFO = ["sinfo", "--noheader", "--Node", "--format=%N|%P|%c|%m|%G"]
+FIELDS = "node|partition|CPUs|memory MB|GRES"  # what each line of SINFO's answer holds
 
 
 @dataclass(frozen=True)
@@ -39,27 +43,74 @@ def gres_gpus(gres: str) -> int:
     return total
 
 
-def parse_sinfo(text: str) -> list[Node]:
-    """The nodes of `sinfo --noheader --Node --format=%N|%P|%c|%m|%G` output."""
-    nodes = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        name, partition, cpus, memory, gres = line.strip().split("|", 4)
-        nodes.append(Node(name, partition.rstrip("*"), partition.endswith("*"), int(cpus.rstrip("+")),
-                          int(memory.rstrip("+")), gres_gpus(gres)))
-    return nodes
+@dataclass(frozen=True)
+class UnreadLine:
+    """A line of sinfo's answer that could not be read: its number (from 1), its text, what was expected, and its
+    partition where that much could be read."""
+
+    number: int
+    text: str
+    problem: str
+    partition: str | None
+
+    def note(self) -> str:
+        where = (f"no job of partition {self.partition!r} is refused" if self.partition is not None
+                 else "no job of any partition is refused")
+        return (f"note: sinfo line {self.number} {self.text!r} could not be read: {self.problem} (expected {FIELDS}, "
+                f"as `{' '.join(SINFO)}` prints each node); that node is left out, and {where} on what the other "
+                f"nodes give — give the study a cluster.partitions to check the jobs against stated limits instead")
 
 
-def cluster_nodes(timeout: float = 10) -> list[Node] | None:
-    """The nodes `sinfo` lists, or None where it is not installed, fails or does not answer within `timeout` s."""
+@dataclass(frozen=True)
+class SinfoAnswer:
+    """The nodes of sinfo's answer, and the lines of it that could not be read."""
+
+    nodes: list[Node]
+    unread: list[UnreadLine] = field(default_factory=list)
+
+    def unsure(self, partition: str) -> bool:
+        """Whether a line that could not be read may be a node of `partition`."""
+        return any(line.partition in (None, partition) for line in self.unread)
+
+
+def _count(value: str) -> int | None:
+    """A count as sinfo prints it (`64`, or `512000+` for the least of several), None where it is none (`N/A`)."""
+    digits = value.strip().rstrip("+")
+    return int(digits) if digits.isdigit() else None
+
+
+def _read_line(number: int, line: str) -> Node | UnreadLine:
+    fields = line.strip().split("|", 4)
+    partition = fields[1].strip().rstrip("*") if len(fields) > 1 else None
+    if len(fields) < 5:
+        return UnreadLine(number, line, f"{len(fields)} field(s) separated by '|', not 5", partition)
+    name, partition_field, cpus_field, memory_field, gres = fields
+    cpus, memory = _count(cpus_field), _count(memory_field)
+    problems = [f"{label} {text!r} is not a whole number" for label, text, count
+                in (("CPUs", cpus_field, cpus), ("memory (MB)", memory_field, memory)) if count is None]
+    if problems:
+        return UnreadLine(number, line, "; ".join(problems), partition)
+    return Node(name, partition, partition_field.endswith("*"), cpus, memory, gres_gpus(gres))
+
+
+def parse_sinfo(text: str) -> SinfoAnswer:
+    """The nodes of `sinfo --noheader --Node --format=%N|%P|%c|%m|%G` output, and the lines that cannot be read."""
+    read = [_read_line(number, line) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
+    return SinfoAnswer([item for item in read if isinstance(item, Node)],
+                       [item for item in read if isinstance(item, UnreadLine)])
+
+
+def cluster_nodes(timeout: float = 10) -> SinfoAnswer | None:
+    """The nodes `sinfo` lists, or None where it is not installed, fails, answers nothing or does not answer within
+    `timeout` s."""
     try:
         answer = subprocess.run(SINFO, capture_output=True, text=True, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired):
         return None
     if answer.returncode != 0:
         return None
-    return parse_sinfo(answer.stdout) or None
+    nodes = parse_sinfo(answer.stdout)
+    return nodes if nodes.nodes or nodes.unread else None
 
 
 def _request(values: Mapping[str, Any]) -> dict[str, int]:
@@ -76,12 +127,16 @@ def partition_requests(resources: Mapping[str, Mapping[str, Any]]):
             yield rule, values, values["slurm_partition"]
 
 
-def node_fit_errors(resources: Mapping[str, Mapping[str, Any]], nodes: list[Node]) -> list[str]:
+def node_fit_errors(resources: Mapping[str, Mapping[str, Any]], cluster: SinfoAnswer) -> list[str]:
     """Each rule whose resources name a `slurm_partition` that the cluster lacks, or ask more than any one node of it
-    has; `resources` maps a rule to its effective values (config_checks.resource_errors)."""
+    has; `resources` maps a rule to its effective values (config_checks.resource_errors). None for a partition a line
+    of sinfo's answer that could not be read may belong to."""
+    nodes = cluster.nodes
     partitions = sorted({node.partition for node in nodes})
     errors = []
     for rule, values, partition in partition_requests(resources):
+        if cluster.unsure(partition):
+            continue
         if partition not in partitions:
             errors.append(f"resources of rule {rule}: slurm_partition={partition!r} is not a partition of the Slurm "
                           f"cluster sinfo answers for (its partitions: {', '.join(partitions)}); name one of them "
@@ -112,8 +167,13 @@ _NAMES = {"cpus": "cpus_per_task", "mem_mb": "mem_mb", "gpus": "gpu"}
 
 def cluster_fit_errors(resources: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """Jobs meant for Slurm (their resources name a slurm_partition) that no node of the cluster `sinfo` answers for
-    can run (`node_fit_errors`); nothing where no job names a partition or sinfo does not answer."""
+    can run (`node_fit_errors`); nothing where no job names a partition or sinfo does not answer. Each line of its
+    answer that cannot be read is a note on stderr."""
     if not any("slurm_partition" in values for values in resources.values()):
         return []
-    nodes = cluster_nodes()
-    return node_fit_errors(resources, nodes) if nodes else []
+    cluster = cluster_nodes()
+    if cluster is None:
+        return []
+    for line in cluster.unread:
+        print(line.note(), file=sys.stderr)
+    return node_fit_errors(resources, cluster)

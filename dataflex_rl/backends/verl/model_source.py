@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dataflex_rl.backends.verl.weight_files import weight_file_problems
+
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
 PREFETCH = "README 'Models on offline cluster nodes'"
@@ -75,9 +77,14 @@ def model_path_errors(key: str, path: str, workdir: Path) -> list[str]:
             return [f"{key}: local path {path!r} {found} (relative to the working directory "
                     f"{str(workdir)!r}); fix it, or give a hub name such as Qwen/Qwen2.5-7B"]
         missing = missing_model_files(directory)
-        return [f"{key}: the model directory {path!r} lacks {', '.join(missing)}: verl and vLLM load a Hugging "
-                f"Face model directory — download the whole model into it (e.g. `hf download <hub name> --local-dir "
-                f"{path}`; {PREFETCH})"] if missing else []
+        if missing:
+            return [f"{key}: the model directory {path!r} lacks {', '.join(missing)}: verl and vLLM load a Hugging "
+                    f"Face model directory — download the whole model into it (e.g. `hf download <hub name> "
+                    f"--local-dir {path}`; {PREFETCH})"]
+        damaged = weight_file_problems(directory)
+        return [f"{key}: the model directory {path!r} holds weights verl and vLLM cannot load: {'; '.join(damaged)} "
+                f"— download the whole model into it again (an interrupted download leaves such files; e.g. `hf "
+                f"download <hub name> --local-dir {path}`; {PREFETCH})"] if damaged else []
     invalid = hub_name_error(path)
     if invalid:
         return [f"{key}: {path!r} is neither a local directory (relative to the working directory {str(workdir)!r}) "
@@ -89,6 +96,9 @@ def model_path_errors(key: str, path: str, workdir: Path) -> list[str]:
         problem = "holds no complete snapshot of it"
     elif missing_model_files(snapshot):
         problem = f"holds a snapshot of it ({snapshot}) without {', '.join(missing_model_files(snapshot))}"
+    elif weight_file_problems(snapshot):
+        problem = (f"holds a snapshot of it ({snapshot}) whose weights cannot be loaded: "
+                   f"{'; '.join(weight_file_problems(snapshot))}")
     else:
         return []
     return [f"{key}: hub name {path!r} with HF_HUB_OFFLINE=1, but the Hugging Face cache {hub_cache()!r} {problem}, "
