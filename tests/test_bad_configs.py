@@ -299,7 +299,8 @@ CASES = [
     Case("difffilter band no solve rate reaches", _set("methods.difffilter.params", {"low": 0.2, "high": 0.3}),
          ("methods.difffilter.params.low: no solve rate a group of K=6 rollouts can have", "(0.2, 0.3)")),
     Case("softmax temperature zero", _set("methods.softmax.params", {"temperature": 0}),
-         ("methods.softmax.params.temperature: 0 must be a number in (0, inf)",)),
+         # a float parameter written as an integer is read (and named) as that float
+         ("methods.softmax.params.temperature: 0.0 must be a number in (0, inf)",)),
     Case("diffband quantiles crossed", _method("diffband", {"policy": "diffband", "params": {"low_q": 0.9,
                                                                                             "high_q": 0.1},
                                                             "control": "baseline"}),

@@ -45,7 +45,8 @@ def test_a_run_resumed_under_fewer_cores_is_refused_and_resumes_under_its_own(tm
     work = tmp_path / "work"
     killed = _train(tmp_path, cores=2, fault="after_checkpoint:2")
     assert killed.returncode != 0
-    state, = (work / layout.train_state("tiny-qwen2", RUN)).iterdir()
+    # one settings' state folder beside the train job's lock file
+    state, = (path for path in (work / layout.train_state("tiny-qwen2", RUN)).iterdir() if path.is_dir())
     assert (state / "checkpoint.pt").is_file()
 
     log = work / f"logs/train/tiny-qwen2/{RUN}.log"
