@@ -397,6 +397,15 @@ CASES = [
     Case("verl local model with an empty safetensors file", _interrupted_download(sharded=False),
          ("models.qwen.path: the model directory './tiny-verl' holds weights verl and vLLM cannot load: "
           "model.safetensors is empty (0 bytes)",)),
+    # validation_positions("gcd", 8, ...): size 7 at seed 0 leaves item 4, at seed 1 item 3; together none
+    Case("two validation draws of one benchmark that hold out all its items", _all(*(
+        _method(name, {"policy": "gradalign", "control": "baseline",
+                       "params": {"candidates_per_round": 48, "validation_size": 7, "validation_seed": seed,
+                                  "validation": {"benchmark": "gcd"}}})
+        for name, seed in (("gradalign_a", 0), ("gradalign_b", 1)))),
+         ("methods.gradalign_a.params.validation_seed: the validation draws of methods.gradalign_a (validation_size 7, "
+          "validation_seed 0), methods.gradalign_b (validation_size 7, validation_seed 1) from benchmark 'gcd' "
+          "together hold out all 8 of its items", "give these methods one validation_seed")),
     Case("verl model path neither a directory nor a hub name", _verl(path="Qwen/Qwen2.5/7B"),
          ("models.qwen.path: 'Qwen/Qwen2.5/7B' is neither a local directory", "nor a hub name")),
     Case("Adam preconditioning on a verl model", _all(_verl(), _method("gradalign", {

@@ -354,6 +354,36 @@ def validation_source_errors(study: Study, workdir: Path) -> list[str]:
             errors += _validation_benchmark_errors(study, name, spec, tests)
         else:
             errors += _validation_file_errors(name, spec, tests, workdir)
+    return errors + _joint_split_errors(study, tests)
+
+
+def _joint_split_errors(study: Study, tests: dict) -> list[str]:
+    """The items the study holds out of a validation benchmark's test score are the union of the draws of every
+    method trained with it (Study.benchmark_validation_draws): draws that each leave test items can still cover
+    every item together, and the records of every run would have no test item of that benchmark to score."""
+    from dataflex_rl.prompt_selection.benchmark_split import validation_positions
+
+    trained = {run.method for run in study.runs}
+    errors = []
+    for benchmark in study.benchmarks.names:
+        draws = study.benchmark_validation_draws(benchmark)
+        if len(draws) < 2:
+            continue
+        count = len(tests[benchmark]) if benchmark in tests else study.benchmarks.items
+        if any(size >= count for size, _ in draws):  # one draw alone leaves none: refused per method
+            continue
+        if len(validation_positions(benchmark, count, draws)) < count:
+            continue
+        methods = [name for name, spec in study.methods.items()
+                   if name in trained and spec.validation_benchmark() == benchmark]
+        named = ", ".join(f"methods.{name} (validation_size {params['validation_size']}, validation_seed "
+                          f"{params['validation_seed']})"
+                          for name in methods for params in [study.methods[name].resolved_params()])
+        errors.append(f"methods.{methods[0]}.params.validation_seed: the validation draws of {named} from benchmark "
+                      f"{benchmark!r} together hold out all {count} of its items (every run's test score leaves out "
+                      f"the union of the study's draws), so no run has a test item of it to score; give these "
+                      f"methods one validation_seed (their draws of one size are then the same items), lower their "
+                      f"validation_size, or raise benchmarks.items")
     return errors
 
 
