@@ -1,6 +1,6 @@
 rule calibrate:
     input:
-        benchmark_items=layout.benchmark_items("{benchmark}"),
+        benchmark_items=lambda wc: built_items([layout.benchmark_items(wc.benchmark)]),
         gates=lambda wc: FILES.calibration_gates(wc.benchmark),
     output:
         layout.calibration("{benchmark}"),

@@ -14,7 +14,7 @@ from dataflex_rl.policies.catalogue import CATALOGUE
 from dataflex_rl.study.plan import hub_benchmarks, matrix_summary, model_notes, planned_jobs
 from dataflex_rl.study.power_plan import power_lines
 from dataflex_rl.records.package_versions import PROVENANCE_PACKAGES
-from dataflex_rl.artefacts.readable import parquet_problem, record_problem
+from dataflex_rl.artefacts.readable import parquet_problem, record_problem, records_problem
 from dataflex_rl.study.replans import Replans
 from dataflex_rl.report.outputs import figure_paths, table_paths
 from dataflex_rl.report.scenario_specs import scenario_specs
@@ -83,14 +83,25 @@ MODEL_ENV = model_env()
 def train_inputs(wildcards):
     """A train job's inputs, by name (`unpack`: one function per job instead of one per input)."""
     model, run = wildcards.model, wildcards.run
-    validation = STUDY.validation_files(STUDY.run(model, run))  # a prompt selection's own validation file
+    planned = STUDY.run(model, run)
+    validation = STUDY.validation_files(planned)  # a prompt selection's own validation file, or a benchmark's items
+    if STUDY.methods[planned.method].validation_benchmark():
+        validation = built_items(validation)
     return {
         "corpus": FILES.training_corpus(model, run),
         "gates": FILES.training_gates(model, run),
-        "base": FILES.base_model(model),
+        "base": base_input(model, [layout.train_provenance(model, run)]),
         "previous": FILES.previous_budget(model, run),
         **({"validation": validation} if validation else {}),
     }
+
+
+def base_input(model, records):
+    """The base a model's jobs start from (FILES.base_model) as the input of the job whose provenance `records` name
+    the bytes it read: ancient while the base holds those bytes, so that a base rebuilt byte for byte retrains
+    nothing (REPLANS.kept_when_unchanged)."""
+    base = FILES.base_model(model)
+    return REPLANS.kept_when_unchanged(base, records, ancient) if base else base
 
 
 def score_inputs(wildcards):
@@ -101,11 +112,35 @@ def score_inputs(wildcards):
     outputs = FILES.score_outputs(model, run, benchmarks)
     REPLANS.rescored_when_stale(model, run, benchmarks, outputs)
     return {
-        "benchmark_items": [layout.benchmark_items(b) for b in benchmarks],
+        "benchmark_items": built_items([layout.benchmark_items(b) for b in benchmarks]),
         "gates": FILES.score_gates(benchmarks, outputs),
-        "model": FILES.scored_model(model, run),
+        "model": scored_model_input(model, run, benchmarks),
         "record": trained_run_record(wildcards),
     }
+
+
+def built_items(paths):
+    """Benchmark items files as a job's input. Each one's parquet footer is read while the DAG is built, and a damaged
+    one is planned again (its benchmark_items job forced) instead of being read by this job, which would first delete
+    its own outputs (the clean corpus, a calibration report) and then fail on it. Meanwhile its readers take it as
+    `ancient`: Snakemake reruns whatever reads a file it rebuilds, and the items come back byte for byte (seeded draws
+    from the same files), so the rebuild alone heals the study. Were they to come back other, the next run reruns their
+    readers: Snakemake compares the checksum each reader recorded of them (under 1 MB) with the file's."""
+    checked = [REPLANS.rebuilt_when_damaged(path, parquet_problem, ITEMS_REBUILT) for path in paths]
+    return [ancient(path) if REPLANS.damaged(path) else path for path in checked]
+
+
+ITEMS_REBUILT = (
+    " alone: the jobs that read it are not rerun for it (the items come back byte for byte; if not, the next run "
+    "reruns them)"
+)
+
+
+def scored_model_input(model, run, benchmarks):
+    """The model a scoring job scores (FILES.scored_model): the untrained run's is the base (base_input)."""
+    if run == layout.UNTRAINED:
+        return base_input(model, [layout.score_provenance(model, run, b) for b in benchmarks])
+    return FILES.scored_model(model, run)
 
 
 def scored(wildcards):
@@ -123,8 +158,12 @@ def trained_run_record(wildcards):
 
 def records_input(wildcards):
     """The records table the tables are built from: a `records_file` (refused with the config when damaged: nothing
-    here builds it), or the study's own, whose footer is read while the DAG is built and rebuilt when damaged."""
-    return STUDY.records_file or REPLANS.rebuilt_when_damaged(layout.RECORDS, parquet_problem)
+    here builds it), or the study's own, whose footer is read while the DAG is built and rebuilt when damaged or built
+    from other scores than this config's (copied from another study, whose newer mtime replans nothing)."""
+    if STUDY.records_file:
+        return STUDY.records_file
+    scores = {source["path"]: source["provenance"] for source in RECORD_SOURCES}
+    return REPLANS.rebuilt_when_damaged(layout.RECORDS, lambda path: records_problem(path, scores))
 
 
 def metrics_inputs(runs):

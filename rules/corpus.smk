@@ -70,7 +70,7 @@ rule quarantine_gate:
 rule decontaminate:
     input:
         corpus=layout.CORPUS_RAW,
-        benchmarks=[layout.benchmark_items(b) for b in BENCHMARKS],
+        benchmarks=lambda wc: built_items([layout.benchmark_items(b) for b in BENCHMARKS]),
         gates=FILES.decontamination_gates(),
     output:
         corpus=layout.CORPUS_CLEAN,

@@ -3,7 +3,7 @@ rule records:
         scores=list(dict.fromkeys(source["path"] for source in RECORD_SOURCES)),
         provenance=list(dict.fromkeys(source["provenance"] for source in RECORD_SOURCES)),
         # the items of a benchmark split into validation and test items (prompt_selection/benchmark_split.py)
-        split_items=FILES.split_items_files(),
+        split_items=lambda wc: built_items(FILES.split_items_files()),
     output:
         layout.RECORDS,
     log:

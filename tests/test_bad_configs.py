@@ -153,15 +153,15 @@ def _validation_benchmark(benchmark: str, size: int):
                                             "validation": {"benchmark": benchmark}}})
 
 
-def _validation_file(size: int, test_item: bool):
+def _validation_file(size: int, test_item: bool, template: str = "  {}"):
     """A gradalign method reading its validation prompts from data/validation.jsonl: 12 math rows of the corpus row
-    format, the first of them — where `test_item` — the smoke study's first gcd test item, re-cased and re-spaced
-    (the benchmark items job draws the same item: benchmark_items("gcd", 8, 1000))."""
+    format, the first of them — where `test_item` — the smoke study's first gcd test item, re-cased and placed in
+    `template` (the benchmark items job draws the same item: benchmark_items("gcd", 8, 1000))."""
     def change(config, workdir):
         rows = [{"id": f"val-{i}", "prompt": f"What is {i} + {i + 50}?", "answer": str(2 * i + 50)} for i in range(12)]
         if test_item:
             gcd = SMOKE_GCD_ITEM
-            rows[0] = {"id": "val-gcd", "prompt": "  " + gcd["prompt"].upper(), "answer": gcd["answer"]}
+            rows[0] = {"id": "val-gcd", "prompt": template.format(gcd["prompt"].upper()), "answer": gcd["answer"]}
         (workdir / "data").mkdir(exist_ok=True)
         (workdir / "data/validation.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
         config["methods"]["gradalign"] = {
@@ -331,8 +331,17 @@ CASES = [
          ("methods.gradalign.params.normalise_validation_groups: true has no effect with similarity: dot",
           "drop normalise_validation_groups, or use similarity: cosine")),
     Case("validation file holding a test item", _validation_file(12, test_item=True),
-         ("methods.gradalign.params.validation: 1 prompt(s) of validation file data/validation.jsonl are test items",
-          "the first row 'val-gcd' = benchmark 'gcd' item 'bench-1000-gcd-000000'; remove them from the file")),
+         ("methods.gradalign.params.validation: 1 prompt(s) of validation file data/validation.jsonl are or hold test "
+          "items", "the first row 'val-gcd' = benchmark 'gcd' item 'bench-1000-gcd-000000'; remove them from the "
+          "file")),
+    # Before, only equality was checked: the row passed, though decontamination would remove it from the corpus.
+    Case("validation file holding a test item inside a template",
+         _validation_file(12, test_item=True, template="Solve the following problem step by step.\n\n{}\n\n"
+                                                       "Put your final answer within \\boxed{{}}."),
+         ("methods.gradalign.params.validation: 1 prompt(s) of validation file data/validation.jsonl are or hold test "
+          "items (the same id, or a prompt decontamination removes from the corpus: the same normalised text, or the "
+          "item inside a template at decontamination.threshold 0.8), the first row 'val-gcd' holds benchmark 'gcd' "
+          "item 'bench-1000-gcd-000000' (contained); remove them from the file",)),
     Case("validation file smaller than validation_size", _validation_file(20, test_item=False),
          ("methods.gradalign.params.validation_size: 20 exceeds the 12 prompts of validation file "
           "data/validation.jsonl; lower it to at most 12",)),
@@ -397,6 +406,14 @@ CASES = [
     Case("verl local model with an empty safetensors file", _interrupted_download(sharded=False),
          ("models.qwen.path: the model directory './tiny-verl' holds weights verl and vLLM cannot load: "
           "model.safetensors is empty (0 bytes)",)),
+    # Before, accepted: its rounds never read the items, and every run's gcd score left them out.
+    Case("random prompts given a validation benchmark", _method("random", {
+        "policy": "random_prompts", "control": "baseline",
+        "params": {"candidates_per_round": 48, "validation": {"benchmark": "gcd"}}}),
+         ("methods.random.params.validation: policy 'random_prompts' reads no validation prompts (it draws its prompts "
+          "at random), so {'benchmark': 'gcd'} would only hold the items drawn from benchmark 'gcd' out of every run's "
+          "test score; remove validation (the policies that read validation prompts: gradalign, simacc, "
+          "validation_set)",)),
     # validation_positions("gcd", 8, ...): size 7 at seed 0 leaves item 4, at seed 1 item 3; together none
     Case("two validation draws of one benchmark that hold out all its items", _all(*(
         _method(name, {"policy": "gradalign", "control": "baseline",

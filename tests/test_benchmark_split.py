@@ -106,8 +106,10 @@ def test_drawn_items_that_are_another_benchmarks_items_are_refused_and_undrawn_o
                                             {"gcd": gcd, "chain_sum": other})
 
     assert errors(drawn[0]) == [
-        f"methods.gradalign.params.validation: 1 validation item(s) drawn from benchmark 'gcd' are test items (the "
-        f"same normalised prompt or id), the first row 'gcd-{drawn[0]}' = benchmark 'chain_sum' item 'cs-0'; use "
+        f"methods.gradalign.params.validation: 1 validation item(s) drawn from benchmark 'gcd' are or hold test items "
+        "(the same id, or a prompt decontamination removes from the corpus: the same normalised text, or the item "
+        f"inside a template at decontamination.threshold 0.8), the first row 'gcd-{drawn[0]}' = benchmark 'chain_sum' "
+        "item 'cs-0'; use "
         "another validation benchmark or seed — a validation prompt that is also scored measures the selection on its "
         "own target"]
     assert errors(undrawn) == []  # an item left in gcd's test split: no validation prompt is scored

@@ -200,3 +200,22 @@ def test_real_benchmarks_decontaminate_the_corpus_like_the_stand_ins():
     kept, audit = decontaminate(pd.concat([procedural, copies], ignore_index=True), real)
     assert audit["per_benchmark"] == {"GSM8K": 1, "MMLU-Pro-physics": 1}
     assert audit["counts"]["removed"] == 2 and kept["id"].tolist() == procedural["id"].tolist()
+
+
+def test_a_validation_prompt_is_held_to_the_decontamination_test():
+    """A prompt selection's validation rows are refused when they are or hold a test item as decontamination finds it
+    (prompt_selection.validation_file.overlaps_with_tests, the dry run's check): the item inside a template, as well as
+    the same id; a template sibling with other numbers is not one. The same rows as a corpus lose exactly that row."""
+    from dataflex_rl.prompt_selection.validation_file import overlaps_with_tests
+
+    gcd = "Find the Greatest Common Divisor (GCD) of these numbers: {}. Give only the GCD as your final answer."
+    tests = pd.DataFrame({"benchmark": "gcd", "id": ["g-0", "g-1"], "prompt": [gcd.format("15, 6"),
+                                                                               gcd.format("28, 21")]})
+    validation = pd.DataFrame({"id": ["v-wrapped", "v-sibling", "g-1", "v-other"], "prompt": [
+        "Solve the following problem step by step.\n\n" + gcd.format("15, 6").upper() + "\n\nPut it in \\boxed{}.",
+        gcd.format("16, 6"), "What is 3 + 4?", "What is 2 + 2?"]})
+    assert overlaps_with_tests(validation, tests, 0.8) == [("v-wrapped", "gcd", "g-0", "contained"),
+                                                            ("g-1", "gcd", "g-1", "id")]
+    as_corpus = validation.assign(source="file", answer="3")
+    kept, _ = decontaminate(as_corpus, tests, threshold=0.8)
+    assert set(as_corpus["id"]) - set(kept["id"]) == {"v-wrapped"}

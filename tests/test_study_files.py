@@ -2,6 +2,8 @@
 stale settings (dataflex_rl/study/replans.py) and the backends' resource requests merged over a study's models
 (dataflex_rl/study/rule_resources.py): the decisions rules/common.smk only looks up, each against paths written out by
 hand from the layout (README: results/...)."""
+import hashlib
+import os
 from pathlib import Path
 
 import pytest
@@ -40,15 +42,17 @@ def test_an_embedded_run_starts_from_the_built_base_and_is_scored_from_its_own_d
     assert files.scored_model(model, run) == f"results/runs/tiny-qwen2/{run}/model"
     assert files.scored_model_provenance(model, run) == f"results/runs/tiny-qwen2/{run}/provenance.json"
     assert files.conda_env(model) == "../envs/cpu.yaml"
-    # no merge: three artefacts per run
+    # no merge: three artefacts per run; the base is a target of its own, so a lost one is built again
     assert len(files.run_outputs()) == 3 * len(files.study.runs)
+    assert files.base_models() == ["results/models/tiny-qwen2"]
+    assert "results/tables/embedded-default/provenance.json" in files.tables()  # a lost tables record is written again
 
 
 def test_a_verl_run_loads_its_path_and_is_scored_from_its_merged_directory(in_empty_dir):
     files = files_of("paper.yaml")
     model = "qwen2.5-7b-base"
     run = files.study.runs[0].name
-    assert files.base_model(model) == []
+    assert files.base_model(model) == [] and files.base_models() == []
     assert files.scored_model(model, "untrained") == []
     assert files.scored_model_provenance(model, "untrained") is None
     assert files.scored_model(model, run) == f"results/runs/{model}/{run}/merged"
@@ -135,6 +139,70 @@ def test_a_damaged_artefact_is_forced_once_and_an_intact_or_absent_one_never(in_
         replans.rebuilt_when_damaged("absent.json", problem_of)
     assert forced == ["damaged.json"]
     assert capsys.readouterr().err == "damaged: damaged.json is damaged\n  its job is planned again to rebuild it\n"
+
+
+def test_a_directory_rebuilt_byte_for_byte_is_ancient_to_the_jobs_that_read_it_and_other_bytes_are_not(
+        in_empty_dir, capsys):
+    """A base built again with the same bytes (after a killed or forced base_model job) reruns none of the jobs that
+    recorded reading it (their input is ancient: Snakemake compares a directory by its mtime alone), one with other
+    bytes reruns them, and a missing one is said once, naming a reader."""
+    replans = Replans(files_of("config.yaml").study, [].extend)
+    base, reader = Path("results/models/m"), Path("reader.json")
+    base.mkdir(parents=True)
+    (base / "model.safetensors").write_bytes(b"weights")
+    recorded = {"path": str(base), "sha256": hashlib.sha256(
+        b"model.safetensors\0" + hashlib.sha256(b"weights").hexdigest().encode()).hexdigest()}
+    write_provenance(reader, {}, [], inputs={"base": recorded})
+    assert replans.kept_when_unchanged(str(base), [str(reader)], tuple) == str(base)  # older than its reader
+    os.utime(base, (reader.stat().st_mtime + 60,) * 2)  # built again after its reader finished
+    ancient = replans.kept_when_unchanged(str(base), [str(reader)], lambda path: ("ancient", path))
+    assert ancient == ("ancient", str(base))
+    (base / "model.safetensors").write_bytes(b"other weights")
+    os.utime(base, (reader.stat().st_mtime + 60,) * 2)
+    assert Replans(replans.study, [].extend).kept_when_unchanged(str(base), [str(reader)], tuple) == str(base)
+    assert replans.kept_when_unchanged(str(base), ["unfinished.json"], tuple) == str(base)  # its reader not finished
+    for _ in range(2):
+        assert replans.kept_when_unchanged("results/models/lost", [str(reader)], tuple) == "results/models/lost"
+    said = capsys.readouterr().err
+    assert said.count("results/models/lost: missing, though finished jobs read it (e.g. reader.json)") == 1
+    assert "rebuild it alone first, `snakemake --cores N results/models/lost`" in said
+    documented = (REPO / "docs/refusals.md").read_text()  # "Damaged results"
+    assert said.replace("results/models/lost", "results/models/tiny-qwen2").replace(
+        "reader.json", "results/runs/tiny-qwen2/full/baseline/seed1/steps3/provenance.json").strip() in documented
+
+
+def test_a_records_table_of_other_scores_is_named_and_one_of_these_scores_is_not(in_empty_dir):
+    """The records table is this config's when it recorded exactly the scores its records job reads, with the bytes
+    their records name; a table copied from another study is not (rules/common.smk replans its job)."""
+    import pandas as pd
+
+    from dataflex_rl.artefacts.atomic import write_parquet
+    from dataflex_rl.artefacts.provenance import inputs_metadata
+    from dataflex_rl.artefacts.readable import records_problem
+
+    scores = {}
+    for name in ("a", "b"):
+        Path(f"{name}.parquet").write_bytes(name.encode())
+        write_provenance(f"{name}.provenance.json", {}, [f"{name}.parquet"])
+        scores[f"{name}.parquet"] = f"{name}.provenance.json"
+
+    def table(recorded: dict[str, str]) -> str:
+        inputs = {path: {"path": path, "sha256": digest} for path, digest in recorded.items()}
+        write_parquet("records.parquet", pd.DataFrame({"x": [1]}), metadata=inputs_metadata(inputs))
+        return "records.parquet"
+
+    digest = {name: hashlib.sha256(name.encode()).hexdigest() for name in ("a", "b")}
+    assert records_problem(table({"a.parquet": digest["a"], "b.parquet": digest["b"]}), scores) is None
+    assert records_problem(table({"a.parquet": digest["a"], "c.parquet": digest["b"]}), scores) == (
+        "records.parquet: built from other scores than this config's records job reads (of its 2 score files, 1 are "
+        "not this study's and 0 hold other bytes than their records name now; 1 of this study's 2 are not in it): "
+        "copied from another study, or written by another config")
+    assert "1 hold other bytes" in records_problem(table({"a.parquet": digest["b"], "b.parquet": digest["b"]}), scores)
+    assert ("built from other scores than this config's records job reads (of its 60 score files, 0 are not this "
+            "study's and 0 hold other bytes than their records name now; 48 of this study's 108 are not in it): copied "
+            "from another study, or written by another config") in (REPO / "docs/refusals.md").read_text()
+    write_parquet("records.parquet", pd.DataFrame({"x": [1]}))  # a table from before tables recorded their inputs
+    assert records_problem("records.parquet", scores) is None
 
 
 def test_backend_resources_take_the_largest_request_and_refuse_two_partitions():

@@ -5,8 +5,10 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
@@ -17,7 +19,8 @@ import yaml
 
 from dataflex_rl.artefacts import layout
 from dataflex_rl.study.plan import planned_jobs
-from dataflex_rl.artefacts.provenance import fingerprint, parquet_inputs
+from dataflex_rl.artefacts.atomic import write_parquet
+from dataflex_rl.artefacts.provenance import fingerprint, inputs_metadata, parquet_inputs
 from dataflex_rl.study.resolved import Study
 from dataflex_rl.corpus.build import benchmark_items
 
@@ -302,6 +305,92 @@ def test_a_damaged_records_table_or_train_record_is_found_while_planning_and_reb
     record.write_bytes(record_bytes)  # restored as it was: nothing was deleted, nothing is left to do
     os.utime(record, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert planned(SMOKE, smoke_tree, "restored") == {}
+
+
+@pytest.mark.slow
+def test_damaged_benchmark_items_are_rebuilt_alone_and_the_jobs_that_read_them_kept(smoke_tree):
+    """A truncated benchmark items file was not replanned (issue 36, item 8): every rerun failed at decontaminate and
+    calibrate on a raw pyarrow error, after Snakemake had deleted the clean corpus and the calibration report. Its job
+    is now forced while the DAG is built, alone: its readers take it as ancient, and a plain rerun brings it back byte
+    for byte without touching them."""
+    smoke = ["--configfile", str(REPO / "config/smoke.yaml"), "--directory", str(smoke_tree)]
+    items = smoke_tree / layout.benchmark_items("chain_sum")
+    items_bytes = items.read_bytes()
+    readers = [smoke_tree / path for path in (layout.CORPUS_CLEAN, layout.DECONTAMINATION_AUDIT,
+                                              layout.calibration("chain_sum"), layout.score("tiny-qwen2", "untrained",
+                                                                                            "chain_sum"))]
+    stamps = {path: path.stat().st_mtime_ns for path in readers}
+    _truncated(items, items_bytes)
+    dry = snakemake("-n", *smoke)
+    assert job_counts(dry.stdout + dry.stderr) == {"benchmark_items": 1, "quarantine_gate": 1, "all": 1, "total": 3}
+    assert (f"damaged: {layout.benchmark_items('chain_sum')}: unreadable parquet (Parquet magic bytes not found in "
+            "footer") in dry.stderr
+    assert "its job is planned again to rebuild it alone: the jobs that read it are not rerun for it" in dry.stderr
+    snakemake("--cores", "2", "--quiet", *smoke)
+    assert items.read_bytes() == items_bytes
+    assert {path: path.stat().st_mtime_ns for path in readers} == stamps
+    assert planned(SMOKE, smoke_tree, "items rebuilt") == {}
+
+
+@pytest.mark.slow
+def test_a_killed_base_is_built_again_and_a_base_rebuilt_byte_for_byte_retrains_nothing(smoke_tree):
+    """Issue 36, item 8. A base_model job killed while it rebuilds the base leaves no partial directory (it is written
+    in `.<model>.tmp` and renamed whole), but the base gone — Snakemake deletes a job's outputs before it runs — and
+    the study said "Nothing to be done": a deleted intermediate is not rebuilt while what was built from it exists.
+    The base is now a target; the dry run says how to rebuild it alone; rebuilt so, its bytes are those the runs
+    read, and nothing retrains (before: every train job and the untrained base's scoring, for the directory's mtime)."""
+    smoke = ["--configfile", str(REPO / "config/smoke.yaml"), "--directory", str(smoke_tree)]
+    base = smoke_tree / layout.base_model("tiny-qwen2")
+    digests = {path.name: _sha256(path) for path in base.iterdir() if path.is_file()}
+    rebuild = subprocess.Popen([*SNAKEMAKE, layout.base_model("tiny-qwen2"), "-f", "--cores", "2", *smoke],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    partial = base.with_name(f".{base.name}.tmp")
+    while not partial.is_dir() and rebuild.poll() is None:
+        time.sleep(0.05)
+    os.killpg(rebuild.pid, signal.SIGKILL)
+    rebuild.wait()
+    assert partial.is_dir() and not base.exists()
+    snakemake("--unlock", *smoke)
+    dry = snakemake("-n", *smoke)
+    assert job_counts(dry.stdout + dry.stderr)["base_model"] == 1
+    assert (f"{layout.base_model('tiny-qwen2')}: missing, though finished jobs read it (e.g. results/runs/"
+            in dry.stderr)
+    assert f"rebuild it alone first, `snakemake --cores N {layout.base_model('tiny-qwen2')}`" in dry.stderr
+    snakemake(layout.base_model("tiny-qwen2"), "--cores", "2", "--quiet", *smoke)
+    assert {path.name: _sha256(path) for path in base.iterdir() if path.is_file()} == digests
+    assert not partial.exists() and planned(SMOKE, smoke_tree, "base rebuilt") == {}
+
+
+@pytest.mark.slow
+def test_records_from_another_study_and_a_lost_tables_record_are_rebuilt_as_the_audit_advises(smoke_tree):
+    """Issue 36, items 8 and 12. Records copied from another study (one of seed 1 alone, with a newer mtime) were named
+    by the audit, but the rerun it advises planned only the tables, from those records; a deleted tables provenance
+    record was never written again, and the audit called the tables another config's. The advised command now
+    rebuilds both, byte for byte, and the audit finds nothing built elsewhere."""
+    smoke = ["--configfile", str(REPO / "config/smoke.yaml"), "--directory", str(smoke_tree)]
+    records = smoke_tree / layout.RECORDS
+    records_bytes = records.read_bytes()
+    tables = {path: path.read_bytes() for path in (smoke_tree / layout.tables_dir("smoke")).rglob("*")
+              if path.is_file()}
+    rows, inputs = pd.read_parquet(records), parquet_inputs(records)
+    write_parquet(records, rows[~rows["run_id"].str.endswith("seed2")].reset_index(drop=True),
+                  metadata=inputs_metadata({key: entry for key, entry in inputs.items() if "seed2" not in key}))
+    (smoke_tree / layout.tables_provenance("smoke")).unlink()
+    snakemake("audit", "--cores", "1", *smoke)
+    elsewhere = json.loads((smoke_tree / layout.AUDIT_JSON).read_text())["built_elsewhere"]
+    assert elsewhere["records"]["runs_covered"] == 5 and elsewhere["tables"] is not None
+    assert "(`snakemake --cores N --configfile <this config>`)" in (smoke_tree / layout.AUDIT_MD).read_text()
+    dry = snakemake("-n", *smoke)
+    assert job_counts(dry.stdout + dry.stderr) == {"records": 1, "tables": 1, "all": 1, "total": 3}
+    assert (f"damaged: {layout.RECORDS}: built from other scores than this config's records job reads (of its 60 "
+            "score files, 0 are not this study's and 0 hold other bytes than their records name now; 48 of this "
+            "study's 108 are not in it)") in dry.stderr
+    snakemake("--cores", "2", "--quiet", *smoke)
+    assert records.read_bytes() == records_bytes
+    assert {path: path.read_bytes() for path in tables} == tables
+    snakemake("audit", "--cores", "1", *smoke)
+    assert json.loads((smoke_tree / layout.AUDIT_JSON).read_text())["built_elsewhere"] == {"records": None,
+                                                                                           "tables": None}
 
 
 @pytest.mark.slow

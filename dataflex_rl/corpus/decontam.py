@@ -268,16 +268,24 @@ class _ItemIndex:
         return len({q for _, q in near}), start, stop
 
 
+def containing(prompts: Sequence[str], items: Sequence[str],
+               threshold: float) -> dict[int, tuple[int, str, float, float]]:
+    """{prompt position: (item position, kind, containment, jaccard)} of every prompt that holds one of `items`, as
+    decontamination finds it (_ItemIndex.match: the same normalised text, or the item inside a template or edited):
+    the test the corpus is held to, for any prompts (a prompt selection's validation prompts, too)."""
+    index = _ItemIndex(items, threshold)
+    return {i: found for i, prompt in enumerate(prompts) if (found := index.match(str(prompt))) is not None}
+
+
 def decontaminate(corpus: pd.DataFrame, benchmarks: pd.DataFrame, threshold: float = 0.8) -> tuple[pd.DataFrame, dict]:
     """Drop corpus rows whose prompt contains a benchmark prompt; return (kept rows, JSON-serialisable audit).
 
     The kept rows keep the corpus's order and columns. Each flagged row is attributed to one benchmark item (see
     _ItemIndex.match), so per-benchmark counts sum to the number removed, and so do the per-source ones.
     """
-    index = _ItemIndex(benchmarks["prompt"].tolist(), threshold)
     bench_names = benchmarks["benchmark"].tolist()
     corpus_prompts = corpus["prompt"].tolist()
-    match = {i: found for i, prompt in enumerate(corpus_prompts) if (found := index.match(str(prompt))) is not None}
+    match = containing(corpus_prompts, benchmarks["prompt"].tolist(), threshold)
 
     flagged = sorted(match)
     kinds = Counter(kind for _, kind, _, _ in match.values())

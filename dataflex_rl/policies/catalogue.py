@@ -428,6 +428,29 @@ def _prompt_selection(params, shape):
     return problems
 
 
+# The prompt-selection policies whose rounds read validation prompts: the probe's validation gradient, or the
+# validation set trained on (`validation_set`). The others take no `validation` source.
+READS_VALIDATION = ("gradalign", "simacc", "validation_set")
+
+
+def _reads_no_validation(policy: str, how: str):
+    """The joint check of a prompt selection whose rounds read no validation prompts (`how` it ranks them): besides
+    the round's checks, a `validation` source is refused — a benchmark's drawn items would only be held out of every
+    run's test score, a file only be an input of its train jobs."""
+    def check(params, shape):
+        problems = _prompt_selection(params, shape)
+        source = params["validation"]
+        if source is not None and not _validation_source_problem(source):
+            effect = (f"would only hold the items drawn from benchmark {source['benchmark']!r} out of every run's "
+                      "test score" if "benchmark" in source else "would only be an input of its train jobs")
+            problems.append(("validation", f"policy {policy!r} reads no validation prompts ({how}), so "
+                                           f"{dict(source)!r} {effect}; remove validation (the policies that read "
+                                           f"validation prompts: {', '.join(READS_VALIDATION)})"))
+        return problems
+
+    return check
+
+
 def _validation_probe(params, shape):
     problems = _prompt_selection(params, shape)
     if params["rollouts_validation"] <= params["rollouts_candidate"]:
@@ -529,12 +552,14 @@ CATALOGUE: dict[str, PolicySpec] = {spec.name: spec for spec in (
     PolicySpec("simacc", Family.prompt_selection, "validation_gradient", (*_PROBE, *_VALIDATION_PROBE),
                controls=_PROBE_CONTROLS, joint_check=_validation_probe),
     PolicySpec("align", Family.prompt_selection, "candidate_gradient", _PROBE, controls=_PROBE_CONTROLS,
-               joint_check=_prompt_selection),
+               joint_check=_reads_no_validation(
+                   "align", "it scores the candidates against this round's candidates")),
     PolicySpec("accgreedy", Family.prompt_selection, "pass_rate", controls=_PROBE_CONTROLS,
-               joint_check=_prompt_selection),
+               joint_check=_reads_no_validation(
+                   "accgreedy", "it ranks the candidates by their own pass rates")),
     PolicySpec("random_prompts", Family.prompt_selection, None, (
         Param("draw_from", "str", "chunk", choices=RANDOM_SOURCES, doc="pool: the whole pool, as released"),
-    ), joint_check=_prompt_selection),
+    ), joint_check=_reads_no_validation("random_prompts", "it draws its prompts at random")),
     PolicySpec("validation_set", Family.prompt_selection, None, controls=_PROBE_CONTROLS,
                joint_check=_prompt_selection),
 )}

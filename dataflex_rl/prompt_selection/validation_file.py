@@ -5,9 +5,9 @@ benchmark's items (`validation: {benchmark: <name>}`, prompt_selection.benchmark
 The file is a corpus file: JSONL or parquet rows in the `corpus.files` row format (`prompt` or `question`, `answer`,
 `answer_format`, `domain`, `id`), and the option is written like a `corpus.files` entry (`path`, and the `domain`,
 `answer_format` and `source` its rows may leave out). Every row must pass the corpus's row checks: a validation set
-is trusted, so a bad row is refused rather than quarantined. Its prompts must not be test items: an item whose
-normalised prompt (dataflex_rl.corpus.decontam.normalize_text, the decontamination's exact test) or id equals a
-benchmark item's is refused at dry run.
+is trusted, so a bad row is refused rather than quarantined. Its prompts must not be test items: a row whose id is
+a benchmark item's, or whose prompt the decontamination would remove from the corpus for a benchmark item (the same
+normalised text, or the item inside a template: dataflex_rl.corpus.decontam.containing), is refused at dry run.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from dataflex_rl.artefacts.items import CORPUS_COLUMNS
-from dataflex_rl.corpus.decontam import normalize_text
+from dataflex_rl.corpus.decontam import containing
 from dataflex_rl.corpus.build import CorpusFile, load_corpus_file
 from dataflex_rl.corpus.validation import KeptRows
 from dataflex_rl.corpus.validation_settings import ValidationSettings
@@ -47,17 +47,22 @@ def read_benchmark_items(path: str | Path) -> pd.DataFrame:
     return pd.read_parquet(path, columns=list(CORPUS_COLUMNS))
 
 
-def overlaps_with_tests(validation: pd.DataFrame, tests: pd.DataFrame) -> list[tuple[str, str, str]]:
-    """(validation row id, benchmark, test item id) of every validation row whose normalised prompt or id equals a
-    test item's; `tests` holds benchmark items (columns benchmark, id, prompt)."""
-    by_text: dict[str, tuple[str, str]] = {}
+def overlaps_with_tests(validation: pd.DataFrame, tests: pd.DataFrame,
+                        threshold: float) -> list[tuple[str, str, str, str]]:
+    """(validation row id, benchmark, test item id, how) of every validation row that is a test item or holds one:
+    the same id (how "id"), or a prompt the decontamination would remove from the corpus for that item at `threshold`
+    (dataflex_rl.corpus.decontam.containing: how "exact", "contained" or "near"); `tests` holds benchmark items
+    (columns benchmark, id, prompt)."""
     by_id: dict[str, tuple[str, str]] = {}
-    for benchmark, item_id, prompt in zip(tests["benchmark"], tests["id"], tests["prompt"]):
-        by_text.setdefault(normalize_text(prompt), (benchmark, str(item_id)))
+    for benchmark, item_id in zip(tests["benchmark"], tests["id"]):
         by_id.setdefault(str(item_id), (benchmark, str(item_id)))
+    held = containing(validation["prompt"].tolist(), tests["prompt"].tolist(), threshold)
+    benchmarks, items = tests["benchmark"].tolist(), tests["id"].map(str).tolist()
     overlaps = []
-    for row_id, prompt in zip(validation["id"], validation["prompt"]):
-        match = by_id.get(str(row_id)) or by_text.get(normalize_text(prompt))
-        if match:
-            overlaps.append((str(row_id), *match))
+    for i, row_id in enumerate(validation["id"].map(str)):
+        if row_id in by_id:
+            overlaps.append((row_id, *by_id[row_id], "id"))
+        elif i in held:
+            item, how = held[i][0], held[i][1]
+            overlaps.append((row_id, benchmarks[item], items[item], how))
     return overlaps

@@ -330,20 +330,23 @@ def _readable_test_items(study: Study, workdir: Path) -> dict:
     return items
 
 
-def _overlap_error(key: str, overlaps: list, what: str, fix: str) -> list[str]:
+def _overlap_error(key: str, overlaps: list, what: str, fix: str, threshold: float) -> list[str]:
     if not overlaps:
         return []
-    row, benchmark, item = overlaps[0]
-    return [f"{key}: {len(overlaps)} {what} are test items (the same normalised prompt or id), the first row "
-            f"{row!r} = benchmark {benchmark!r} item {item!r}; {fix} — a validation prompt that is also scored "
-            "measures the selection on its own target"]
+    row, benchmark, item, how = overlaps[0]
+    first = (f"{row!r} = benchmark {benchmark!r} item {item!r}" if how in ("id", "exact")
+             else f"{row!r} holds benchmark {benchmark!r} item {item!r} ({how})")
+    return [f"{key}: {len(overlaps)} {what} are or hold test items (the same id, or a prompt decontamination "
+            f"removes from the corpus: the same normalised text, or the item inside a template at "
+            f"decontamination.threshold {threshold:g}), the first row {first}; {fix} — a validation prompt that is "
+            "also scored measures the selection on its own target"]
 
 
 def validation_source_errors(study: Study, workdir: Path) -> list[str]:
     """A prompt selection's own validation prompts (its `validation` option): a file (`_validation_file_errors`) or a
-    benchmark (`_validation_benchmark_errors`). Either way no validation prompt may be a test item (the same prompt
-    after the decontamination's normalisation, or the same id) of the study's benchmarks whose items a dry run can
-    build."""
+    benchmark (`_validation_benchmark_errors`). Either way no validation prompt may be or hold a test item of the
+    study's benchmarks whose items a dry run can build: the same id, or a prompt the decontamination would remove from
+    the corpus for it (the same normalised text, or the item inside a template)."""
     sources = {name: spec for name, spec in study.methods.items() if spec.validation_input()}
     if not sources or study.records_file:
         return []
@@ -353,7 +356,7 @@ def validation_source_errors(study: Study, workdir: Path) -> list[str]:
         if spec.validation_benchmark():
             errors += _validation_benchmark_errors(study, name, spec, tests)
         else:
-            errors += _validation_file_errors(name, spec, tests, workdir)
+            errors += _validation_file_errors(study, name, spec, tests, workdir)
     return errors + _joint_split_errors(study, tests)
 
 
@@ -409,12 +412,13 @@ def _validation_benchmark_errors(study: Study, name: str, spec: MethodSpec, test
         return []
     items = tests[benchmark]
     drawn = items.iloc[sorted(validation_positions(benchmark, len(items), [(size, params["validation_seed"])]))]
-    return _overlap_error(key, overlaps_with_tests(drawn, pd.concat(others, ignore_index=True)),
+    threshold = study.decontamination.threshold
+    return _overlap_error(key, overlaps_with_tests(drawn, pd.concat(others, ignore_index=True), threshold),
                           f"validation item(s) drawn from benchmark {benchmark!r}",
-                          "use another validation benchmark or seed")
+                          "use another validation benchmark or seed", threshold)
 
 
-def _validation_file_errors(name: str, spec: MethodSpec, tests: dict, workdir: Path) -> list[str]:
+def _validation_file_errors(study: Study, name: str, spec: MethodSpec, tests: dict, workdir: Path) -> list[str]:
     """A validation file (prompt_selection.validation_file) must be a readable corpus file whose rows all pass the
     corpus checks and hold at least `validation_size` prompts, none of them a test item."""
     import pandas as pd
@@ -434,9 +438,10 @@ def _validation_file_errors(name: str, spec: MethodSpec, tests: dict, workdir: P
         errors.append(f"methods.{name}.params.validation_size: {size} exceeds the {len(rows)} prompts of validation "
                       f"file {entry['path']}; lower it to at most {len(rows)} ({len(rows)}: all of the file, as the "
                       "released loop scores against)")
-    overlaps = overlaps_with_tests(rows, pd.concat(list(tests.values()), ignore_index=True)) if tests else []
+    threshold = study.decontamination.threshold
+    overlaps = overlaps_with_tests(rows, pd.concat(list(tests.values()), ignore_index=True), threshold) if tests else []
     return errors + _overlap_error(key, overlaps, f"prompt(s) of validation file {entry['path']}",
-                                   "remove them from the file")
+                                   "remove them from the file", threshold)
 
 
 def model_errors(study: Study, workdir: Path) -> list[str]:

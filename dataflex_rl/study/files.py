@@ -36,13 +36,18 @@ class StudyFiles:
         tables, without the training-curves figure, which needs the runs' metrics."""
         if self.study.records_file:
             return self.tables()
-        return (self.gates() + self.run_outputs() + self.scores() + [layout.RECORDS] + self.tables()
-                + self.training_curves() + self.selection_tables() + self.scenario_tables())
+        return (self.gates() + self.base_models() + self.run_outputs() + self.scores() + [layout.RECORDS]
+                + self.tables() + self.training_curves() + self.selection_tables() + self.scenario_tables())
 
     def gates(self) -> list[str]:
         return ([layout.quarantine_gate(name) for name in [layout.CORPUS_DATA, *self.benchmarks]]
                 + [layout.calibration(b) for b in self.benchmarks]
                 + [layout.parse_gate(m) for m in self.study.models])
+
+    def base_models(self) -> list[str]:
+        """The base model directory of each model whose backend builds one: a base lost to a killed job (written whole
+        or not at all, so it is missing) is built again, not left missing behind the runs trained from it."""
+        return [layout.base_model(model) for model, spec in self.study.models.items() if spec.builds_base_model]
 
     def run_outputs(self) -> list[str]:
         """Each trained run's model, metrics and provenance record, and its merged model where its backend merges."""
@@ -59,7 +64,10 @@ class StudyFiles:
         return layout.tables_dir(self.study.name)
 
     def tables(self) -> list[str]:
-        return table_paths(self.tables_dir()) + figure_paths(self.tables_dir())
+        """The tables, the figures and their provenance record: a lost record is written again (the audit reads it to
+        tell this config's tables from another's)."""
+        return (table_paths(self.tables_dir()) + figure_paths(self.tables_dir())
+                + [layout.tables_provenance(self.study.name)])
 
     def training_curves(self) -> list[str]:
         """The training-curves figure reads the runs' per-step metrics: none for a records-only study."""
