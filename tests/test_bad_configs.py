@@ -479,10 +479,33 @@ CASES = [
     Case("verl engine context beyond the model's positions", _local_verl_model(heads=2, kv_heads=1, positions=1026),
          ("models.qwen scoring: vLLM's max_model_len 1032 (the scorer's 1024 prompt tokens + evaluation.max_new_tokens "
           "8) is more than the 1026 positions of './tiny-verl' (max_position_embeddings), which vLLM refuses at engine "
-          "start; set evaluation.max_new_tokens to at most 2",
+          "start; set evaluation.max_new_tokens (or models.qwen.evaluation.max_new_tokens) to at most 2",
           "models.qwen rollout: vLLM's max_model_len 1032 (1024 prompt tokens (verl's data.max_prompt_length) + "
-          "training.max_new_tokens 8)", "set training.max_new_tokens to at most 2"),
+          "training.max_new_tokens 8)", "set training.max_new_tokens (or models.qwen.training.max_new_tokens) to at "
+          "most 2"),
          args=("--set-resources", "train:gpu=1", "score:gpu=1")),
+    Case("verl engine context beyond a declared context", _verl_7b(context=1030, probe={"parameters": 494032768}),
+         ("models.qwen scoring: vLLM's max_model_len 1032 (the scorer's 1024 prompt tokens + evaluation.max_new_tokens "
+          "8) is more than the 1030 positions of 'Qwen/Qwen2.5-7B' (models.qwen.context, as declared: its config.json "
+          "cannot be read here), which vLLM refuses at engine start; set evaluation.max_new_tokens (or "
+          "models.qwen.evaluation.max_new_tokens) to at most 6",
+          "models.qwen rollout: vLLM's max_model_len 1032 (1024 prompt tokens (verl's data.max_prompt_length) + "
+          "training.max_new_tokens 8) is more than the 1030 positions")),
+    Case("verl model's own length beyond its declared context",
+         _verl_7b(context=1030, probe={"parameters": 494032768}, training={"max_new_tokens": 7}),
+         ("models.qwen rollout: vLLM's max_model_len 1031 (1024 prompt tokens (verl's data.max_prompt_length) + "
+          "models.qwen.training.max_new_tokens 7) is more than the 1030 positions of 'Qwen/Qwen2.5-7B' "
+          "(models.qwen.context, as declared: its config.json cannot be read here), which vLLM refuses at engine "
+          "start; set models.qwen.training.max_new_tokens to at most 6",)),
+    Case("verl declared context other than config.json's", _all(_local_verl_model(heads=2, kv_heads=1),
+                                                               _set("models.qwen.context", 4096)),
+         ("models.qwen.context: 4096 declared, but the config.json of './tiny-verl' gives 32768 "
+          "(max_position_embeddings, as vLLM derives it); set models.qwen.context to 32768, or remove it (the dry run "
+          "reads config.json wherever it can)",)),
+    Case("embedded model with a declared context", _set("models.tiny-qwen2.context", 512),
+         ("models.tiny-qwen2.context: 512 — only a verl model declares its context; the embedded backend builds its "
+          "model with models.tiny-qwen2.shape.max_position_embeddings positions, which the dry run holds its lengths "
+          "to — remove it",)),
     Case("verl rollout share beside the FSDP state", _verl_7b(probe={"parameters": 7615616512}),
          ("models.qwen.rollout.gpu_memory_utilization: 0.85, but on each of the train job's 8 GPUs of 80 GiB "
           "(models.qwen.probe.gpu_memory_gb) verl holds the FSDP state of 7.62e+09 parameters",

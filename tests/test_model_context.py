@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from dataflex_rl.backends.verl.model_context import Context, context_refusal, model_context
+from dataflex_rl.backends.verl.model_context import (Context, context_refusal, declared_context_errors, engine_context,
+                                                    model_context)
 
 # (config.json, tokenizer_config.json, the context vLLM 0.28 derives: config/model.py:2328-2465, by hand)
 CASES = {
@@ -48,9 +49,10 @@ def test_the_source_names_the_key_and_the_factor(tmp_path):
     assert model_context(path) == Context(8192, "max_position_embeddings × RoPE factor 2.0")
 
 
-def _refusal(path, prompt_tokens, answer_tokens):
-    return context_refusal(path, prompt_tokens=prompt_tokens, prompt=f"{prompt_tokens} prompt tokens",
-                           answer_key="evaluation.max_new_tokens", answer_tokens=answer_tokens, use="score")
+def _refusal(path, prompt_tokens, answer_tokens, declared=None):
+    return context_refusal(engine_context("models.m", path, declared), path, prompt_tokens=prompt_tokens,
+                           prompt=f"{prompt_tokens} prompt tokens", answer_key="evaluation.max_new_tokens",
+                           answer_tokens=answer_tokens, fix_key="models.m.evaluation.max_new_tokens", use="score")
 
 
 def test_an_engine_that_fits_passes_and_one_that_does_not_is_explained_with_its_fix(tmp_path):
@@ -58,8 +60,8 @@ def test_an_engine_that_fits_passes_and_one_that_does_not_is_explained_with_its_
     assert _refusal(path, 1024, 6) is None
     assert _refusal(path, 1024, 7) == (
         f"vLLM's max_model_len 1031 (1024 prompt tokens + evaluation.max_new_tokens 7) is more than the 1030 positions "
-        f"of {path!r} (max_position_embeddings), which vLLM refuses at engine start; set evaluation.max_new_tokens to "
-        f"at most 6")
+        f"of {path!r} (max_position_embeddings), which vLLM refuses at engine start; set "
+        f"models.m.evaluation.max_new_tokens to at most 6")
     assert _refusal(path, 1030, 1).endswith("which vLLM refuses at engine start; score a model with more positions")
 
 
@@ -67,3 +69,29 @@ def test_a_model_whose_config_cannot_be_read_is_not_checked(tmp_path):
     assert model_context(str(tmp_path / "absent")) is None
     (tmp_path / "config.json").write_text("{not json")
     assert model_context(str(tmp_path)) is None and _refusal(str(tmp_path), 10 ** 9, 1) is None
+
+
+def test_a_declared_context_stands_in_where_config_json_cannot_be_read(tmp_path):
+    """Qwen2.5-Math-1.5B's 4096 positions, declared for a hub name not in the cache: 1024 + 8192 is refused naming
+    the declaration, 1024 + 3072 fills it exactly."""
+    path = "Qwen/Qwen2.5-Math-1.5B-not-cached"
+    assert engine_context("models.m", path, None) is None
+    assert engine_context("models.m", path, 4096) == Context(
+        4096, "models.m.context, as declared: its config.json cannot be read here")
+    assert _refusal(path, 1024, 3072, declared=4096) is None
+    assert _refusal(path, 1024, 8192, declared=4096) == (
+        f"vLLM's max_model_len 9216 (1024 prompt tokens + evaluation.max_new_tokens 8192) is more than the 4096 "
+        f"positions of {path!r} (models.m.context, as declared: its config.json cannot be read here), which vLLM "
+        f"refuses at engine start; set models.m.evaluation.max_new_tokens to at most 3072")
+
+
+def test_config_json_wins_over_a_declared_context_and_a_declaration_that_differs_is_refused(tmp_path):
+    path = _model(tmp_path, *CASES["linear RoPE"][:2])  # 4096 positions × RoPE factor 2: 8192
+    assert engine_context("models.m", path, 4096) == Context(8192, "max_position_embeddings × RoPE factor 2.0")
+    assert declared_context_errors("models.m", path, 8192) == []
+    assert declared_context_errors("models.m", path, None) == []
+    assert declared_context_errors("models.m", "Qwen/not-cached", 4096) == []  # nothing to compare it with
+    assert declared_context_errors("models.m", path, 4096) == [
+        f"models.m.context: 4096 declared, but the config.json of {path!r} gives 8192 (max_position_embeddings × RoPE "
+        f"factor 2.0, as vLLM derives it); set models.m.context to 8192, or remove it (the dry run reads config.json "
+        f"wherever it can)"]

@@ -14,7 +14,7 @@ STAND_INS = {"dapo_math_17k.jsonl": (17_000, "What is {i} + 1?", "{j}"),
              "countdown_4k.jsonl": (4_000, "Using {i} and 1, make {j}.", "{i} + 1")}
 
 
-def _dry_run(workdir: Path) -> subprocess.CompletedProcess:
+def _dry_run(workdir: Path, *overlays: str) -> subprocess.CompletedProcess:
     corpus = workdir / "data" / "corpus"
     corpus.mkdir(parents=True)
     for name, (rows, prompt, answer) in STAND_INS.items():
@@ -23,7 +23,8 @@ def _dry_run(workdir: Path) -> subprocess.CompletedProcess:
         (corpus / name).write_text("\n".join(lines) + "\n")
     return subprocess.run(
         [sys.executable, "-m", "snakemake", "-n", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
-         "--profile", "profiles/slurm", "--configfile", "config/paper.yaml", "config/campaigns/gradalign_verl.yaml"],
+         "--profile", "profiles/slurm", "--configfile", "config/paper.yaml", "config/campaigns/gradalign_verl.yaml",
+         *overlays],
         cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "SLURM_CONF": os.devnull})
 
 
@@ -54,3 +55,33 @@ def test_the_verl_scenarios_plan_their_rounds_and_resources(tmp_path):
                                            "gpu"]
     # every model that trains a prompt selection had its round's memory checked: none is left unchecked
     assert "memory was not checked" not in summary
+    # S2's model holds 4096 positions (declared: its config.json is not cached here): its own lengths fill them
+    assert ("qwen2.5-math-1.5b (context 4096 declared) at its own lengths, over the study's in the commands below: "
+            "training.max_new_tokens 3072, evaluation.max_new_tokens 3072") in summary
+    # S3's solve rates: 1 + 17,000 + 20,000 + 4,000 prompts × K = 32 × 8192 tokens at 5000 tokens/s: 35,827.2 →
+    # 35,828 min, + 15 to start; one job of one GPU: 597.4 GPU-hours, × 8 CPUs 4,779.1 CPU-hours
+    assert "= 10,748,166,144 tokens at an assumed 5,000 tokens/s" in summary
+    assert _row(summary, "solve_rates")[:10] == ["solve_rates", "1", "8", "8", "64000", "1", "35843", "597.4",
+                                                 "4,779.1", "gpu"]
+
+
+def test_s2_at_the_studys_lengths_is_refused_for_its_4096_positions(tmp_path):
+    """The shipped scenario with S2's model at the study's lengths (1024 prompt + 8192 response tokens, the scorer's
+    1024 + 4096): both engines are refused at dry run, naming the model, the sum and the fix."""
+    overlay = tmp_path / "s2_study_lengths.yaml"
+    overlay.write_text("models:\n  qwen2.5-math-1.5b:\n    training: {max_new_tokens: 8192}\n"
+                       "    evaluation: {max_new_tokens: 4096}\n")
+    result = _dry_run(tmp_path, str(overlay))
+    output = result.stdout + result.stderr
+    assert result.returncode == 1
+    declared = ("'Qwen/Qwen2.5-Math-1.5B' (models.qwen2.5-math-1.5b.context, as declared: its config.json cannot be "
+                "read here)")
+    assert (f"models.qwen2.5-math-1.5b rollout and selection round: vLLM's max_model_len 9216 (1024 prompt tokens "
+            f"(verl's data.max_prompt_length) + models.qwen2.5-math-1.5b.training.max_new_tokens 8192) is more than "
+            f"the 4096 positions of {declared}, which vLLM refuses at engine start; set "
+            f"models.qwen2.5-math-1.5b.training.max_new_tokens to at most 3072") in output
+    assert (f"models.qwen2.5-math-1.5b scoring: vLLM's max_model_len 5120 (the scorer's 1024 prompt tokens + "
+            f"models.qwen2.5-math-1.5b.evaluation.max_new_tokens 4096) is more than the 4096 positions of {declared}, "
+            f"which vLLM refuses at engine start; set models.qwen2.5-math-1.5b.evaluation.max_new_tokens to at most "
+            f"3072") in output
+    assert "qwen3-8b-base rollout" not in output and "qwen3-8b-base scoring" not in output

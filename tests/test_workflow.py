@@ -109,12 +109,20 @@ REPLANNED = {
     "benchmarks.names": SMOKE["benchmarks"]["names"][::-1],
     "data_validation.corpus.max_quarantine_fraction": 0.2, "data_validation.benchmarks.max_quarantine_fraction": 0.1,
     "evaluation.job_per_benchmark": True, "benchmarks.hub_fallback": True,
+    # a model's own lengths (models.<m>.training / evaluation): as the study's, for that model's jobs
+    "models.tiny-qwen2.training.max_new_tokens": 5, "models.tiny-qwen2.evaluation.max_new_tokens": 5,
 }
 # The same settings written another way: a reordered seed list, and an integer where a float is declared (YAML reads
 # `1` as an int, `1.0` as a float; the slices hold the float either way)
 REWRITTEN = {"seeds in reverse order": ("seeds", SMOKE["seeds"][::-1]),
              "training.temperature written 1": ("training.temperature", 1),
-             "methods.softmax.params.temperature written 1": ("methods.softmax.params.temperature", 1)}
+             "methods.softmax.params.temperature written 1": ("methods.softmax.params.temperature", 1),
+             "the model's own lengths written as the study's": ("models.tiny-qwen2",
+                                                                {**SMOKE["models"]["tiny-qwen2"],
+                                                                 "training": {"max_new_tokens": SMOKE["training"][
+                                                                     "max_new_tokens"]},
+                                                                 "evaluation": {"max_new_tokens": SMOKE["evaluation"][
+                                                                     "max_new_tokens"]}})}
 EXPECTED = {
     **{f"training.{key}": {"train": 8, "score": 8, **AFTER_TRAIN} for key in (
         "steps", "prompts_per_step", "rollouts", "max_new_tokens", "learning_rate", "kl_coef", "kl_kind",
@@ -123,6 +131,8 @@ EXPECTED = {
     "methods.softmax.policy": {"train": 2, "score": 2, **AFTER_TRAIN},
     "prompt_template": AFTER_BASE,
     "evaluation.max_new_tokens": {"score": 9, "parse_gate": 1, "records": 1, "tables": 1, "all": 1},
+    "models.tiny-qwen2.training.max_new_tokens": {"train": 8, "score": 8, **AFTER_TRAIN},
+    "models.tiny-qwen2.evaluation.max_new_tokens": {"score": 9, "parse_gate": 1, "records": 1, "tables": 1, "all": 1},
     "evaluation.batch_size": {"score": 9, "parse_gate": 1, "records": 1, "tables": 1, "all": 1},
     "evaluation.min_parse_rate": {"records": 1, "tables": 1, "all": 1},
     "evaluation.seed": {},  # greedy decoding draws nothing

@@ -153,6 +153,9 @@ class RunBackend(Protocol):
     # reuses; None: the whole corpus in one, for a generator whose samples of all prompts come from one stream (the
     # parts would then change the rates).
     solve_rate_part: int | None
+    # Generated tokens a second of the solve-rate job's engine, which the dry run sizes that job's runtime by
+    # (dataflex_rl.study.solve_rate_time); None: the rule's default runtime.
+    solve_rate_tokens_per_second: float | None
 
     def train(self, job: TrainJob, *, base, corpus, out_model, out_metrics, state_dir, threads: int,
               token_caps: TokenCaps | None, gpus: int) -> dict[str, Any]:

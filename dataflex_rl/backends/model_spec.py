@@ -27,6 +27,21 @@ class ModelSpec:
         return cls(name, entry["backend"], get_backend(entry["backend"]).model_settings(entry),
                    dict(entry.get("resources") or {}), dict(entry))
 
+    def own(self, section: str) -> dict[str, Any]:
+        """The model's own settings over the study's `section` ("training" or "evaluation": `models.<m>.<section>`,
+        e.g. the response length a short-context model holds), {} where it takes the study's."""
+        return dict(self.written.get(section) or {})
+
+    def setting_key(self, section: str, name: str) -> str:
+        """The config key a setting of `section` comes from for this model: its own, else the study's."""
+        return f"models.{self.name}.{section}.{name}" if name in self.own(section) else f"{section}.{name}"
+
+    @property
+    def declared_context(self) -> int | None:
+        """The context in tokens the config declares for the model (`models.<m>.context`), for the dry run where the
+        model's config.json cannot be read; None where it declares none."""
+        return self.written.get("context")
+
     def job_resources(self, rule: str) -> dict[str, Any]:
         """A `rule` job's resources: the backend's defaults (Backend.job_resources), then the model's own."""
         return {**get_backend(self.backend).job_resources(rule), **self.resources.get(rule, {})}

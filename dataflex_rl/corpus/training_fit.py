@@ -28,19 +28,19 @@ TRAINING_ANSWERS = CappedText("data_validation.corpus.max_answer_tokens", Traini
 
 
 def prompt_token_cap(model_key: str, model: Mapping[str, Any], max_new_tokens: int,
-                     configured: int | None = None) -> TokenCap | None:
+                     configured: int | None = None, length_key: str = "training.max_new_tokens") -> TokenCap | None:
     """The longest prompt, in tokens after the template, a model of `model` settings trains on (CAP_KEY), by default
-    what the model's positions leave beside a response of `max_new_tokens`; None for a model without a built shape."""
-    return token_cap(TRAINING_PROMPTS, model_key, model, f"training.max_new_tokens {max_new_tokens}", max_new_tokens,
-                     configured)
+    what the model's positions leave beside a response of `max_new_tokens` (the setting `length_key`: the study's, or
+    the model's own); None for a model without a built shape."""
+    return token_cap(TRAINING_PROMPTS, model_key, model, f"{length_key} {max_new_tokens}", max_new_tokens, configured)
 
 
 def corpus_token_caps(model_key: str, model: Mapping[str, Any], max_new_tokens: int,
-                      section: ValidationSettings) -> TokenCaps | None:
+                      section: ValidationSettings, length_key: str = "training.max_new_tokens") -> TokenCaps | None:
     """The caps of a model's base build and train jobs, configured in `data_validation.corpus` (`section`): its
     prompts (`prompt_token_cap`) and its gold answers (the base's warm-up trains on them); None for a model without a
     built shape."""
-    prompt = prompt_token_cap(model_key, model, max_new_tokens, section.max_prompt_tokens)
+    prompt = prompt_token_cap(model_key, model, max_new_tokens, section.max_prompt_tokens, length_key)
     if prompt is None:
         return None
     return TokenCaps(prompt, answer_token_cap(TRAINING_ANSWERS, model_key, model, section.max_answer_tokens))

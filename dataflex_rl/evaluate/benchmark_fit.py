@@ -27,13 +27,13 @@ BENCHMARK_PROMPTS = CappedText("data_validation.benchmarks.max_prompt_tokens", B
 BENCHMARK_ANSWERS = CappedText("data_validation.benchmarks.max_answer_tokens", BenchmarkFitError)
 
 
-def benchmark_token_caps(model_key: str, model: Mapping[str, Any], max_new_tokens: int,
-                         section: ValidationSettings) -> TokenCaps | None:
+def benchmark_token_caps(model_key: str, model: Mapping[str, Any], max_new_tokens: int, section: ValidationSettings,
+                         length_key: str = "evaluation.max_new_tokens") -> TokenCaps | None:
     """The prompt and answer caps of a score job of a model of `model` settings answering in up to `max_new_tokens`
-    (evaluation.max_new_tokens), configured in `data_validation.benchmarks` (`section`); None for a model without a
-    built shape (verl)."""
-    prompt = token_cap(BENCHMARK_PROMPTS, model_key, model, f"evaluation.max_new_tokens {max_new_tokens}",
-                       max_new_tokens, section.max_prompt_tokens)
+    (the setting `length_key`: evaluation.max_new_tokens, or the model's own), configured in
+    `data_validation.benchmarks` (`section`); None for a model without a built shape (verl)."""
+    prompt = token_cap(BENCHMARK_PROMPTS, model_key, model, f"{length_key} {max_new_tokens}", max_new_tokens,
+                       section.max_prompt_tokens)
     if prompt is None:
         return None
     return TokenCaps(prompt, answer_token_cap(BENCHMARK_ANSWERS, model_key, model, section.max_answer_tokens))

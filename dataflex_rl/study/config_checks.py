@@ -20,6 +20,7 @@ from typing import Any, Iterable, Mapping
 
 from dataflex_rl.study.campaign_checks import campaign_errors, transform_errors
 from dataflex_rl.study.corpus_bound import corpus_rows_bound
+from dataflex_rl.study.solve_rate_time import SIZED_RUNTIME, runtime_sizing
 from dataflex_rl.policies.methods import MethodSpec
 from dataflex_rl.config.suggest import did_you_mean, known as _known
 from dataflex_rl.policies.catalogue import CATALOGUE, Role, StudyShape
@@ -463,14 +464,22 @@ def training_errors(study: Study) -> list[str]:
     return []
 
 
-def _token_caps(study: Study) -> list[tuple]:
+def _budgets(study: Study, model: str) -> tuple[tuple[str, int, str], ...]:
+    """(the key it comes from, tokens, what it holds) of `model`'s response and answer lengths (its own or the
+    study's: Study.model_training, model_evaluation)."""
+    spec = study.declared_models[model]
+    return ((spec.setting_key("training", "max_new_tokens"), study.model_training(model).max_new_tokens,
+             "a response"),
+            (spec.setting_key("evaluation", "max_new_tokens"), study.model_evaluation(model).max_new_tokens,
+             "an answer"))
+
+
+def _token_caps(study: Study, model: str) -> list[tuple]:
     """(cap key, configured value, what sits beside a text at the cap, its tokens, the text, its companion) of every
-    token cap the config sets (dataflex_rl.corpus.token_caps)."""
-    max_new_tokens, eval_new_tokens = study.training.max_new_tokens, study.evaluation.max_new_tokens
-    caps = (("corpus", "max_prompt_tokens", f"training.max_new_tokens {max_new_tokens}", max_new_tokens, "prompt",
-             "its response"),
-            ("benchmarks", "max_prompt_tokens", f"evaluation.max_new_tokens {eval_new_tokens}", eval_new_tokens,
-             "prompt", "its answer"),
+    token cap the config sets (dataflex_rl.corpus.token_caps), beside `model`'s lengths."""
+    (response_key, response, _), (answer_key, answer, _) = _budgets(study, model)
+    caps = (("corpus", "max_prompt_tokens", f"{response_key} {response}", response, "prompt", "its response"),
+            ("benchmarks", "max_prompt_tokens", f"{answer_key} {answer}", answer, "prompt", "its answer"),
             ("corpus", "max_answer_tokens", "1 end-of-text token", 1, "gold answer", "its end-of-text token"),
             ("benchmarks", "max_answer_tokens", "1 end-of-text token", 1, "gold answer", "its end-of-text token"))
     return [(f"data_validation.{section}.{name}", configured, *rest) for section, name, *rest in caps
@@ -481,16 +490,15 @@ def prompt_cap_errors(study: Study) -> list[str]:
     """A model that builds its shape must leave room for a prompt beside a response of training.max_new_tokens and an
     answer of evaluation.max_new_tokens, and a text at a configured token cap (dataflex_rl.corpus.token_caps) with what
     follows it must fit its positions."""
-    budgets = (("training.max_new_tokens", study.training.max_new_tokens, "a response"),
-               ("evaluation.max_new_tokens", study.evaluation.max_new_tokens, "an answer"))
     errors = []
     for model, spec in study.declared_models.items():
         if spec.shape is None:
             continue
         key, positions = f"models.{model}.shape.max_position_embeddings", spec.shape["max_position_embeddings"]
         errors += [f"{budget}: {tokens} ≥ {key} {positions}: {what} of that length leaves no position for a prompt; "
-                   f"lower {budget} or raise {key}" for budget, tokens, what in budgets if tokens >= positions]
-        for cap_key, configured, beside, tokens, text, companion in _token_caps(study):
+                   f"lower {budget} or raise {key}" for budget, tokens, what in _budgets(study, model)
+                   if tokens >= positions]
+        for cap_key, configured, beside, tokens, text, companion in _token_caps(study, model):
             room = positions - tokens
             if 1 <= room < configured:
                 errors.append(f"{cap_key}: {configured} + {beside} > {key} {positions}: a {text} at the cap and "
@@ -680,13 +688,14 @@ def resource_errors(study: Study, resources: Mapping[str, Mapping[str, Any]],
     type_errors = resource_type_errors(resources)
     if type_errors:
         return type_errors
-    training, evaluation = study.training, study.evaluation
     errors = corpus_size_errors(study, Path(workdir)) if "train" in resources else []
     for model, spec in study.declared_models.items():
         backend = get_backend(spec.backend)
+        training, evaluation = study.model_training(model), study.model_evaluation(model)
         if "train" in resources:
             cap = prompt_token_cap(f"models.{model}", spec.settings, training.max_new_tokens,
-                                   study.data_validation["corpus"].max_prompt_tokens)
+                                   study.data_validation["corpus"].max_prompt_tokens,
+                                   spec.setting_key("training", "max_new_tokens"))
             selection = _largest_selection_round(study.methods_trained_on(model).values())
             errors += backend.train_resource_errors(f"models.{model}", spec, training, resources["train"], cap,
                                                     selection)
@@ -715,8 +724,10 @@ def resource_errors(study: Study, resources: Mapping[str, Mapping[str, Any]],
                 continue
             per_job = nodes if resource == "gpu" else 1  # --gpus counts the job's GPUs over all its nodes
             if int(request) > cap * per_job:
+                sized = (runtime_sizing(study, int(request), cap, Path(workdir)) if (rule, resource) == SIZED_RUNTIME
+                         else "")
                 errors.append(f"resources of rule {rule}: {resource}={request} exceeds cluster.partitions.{partition}."
-                              f"{limit} = {cap} {unit}" + (f" × {nodes} nodes" if per_job > 1 else "")
+                              f"{limit} = {cap} {unit}" + (f" × {nodes} nodes" if per_job > 1 else "") + sized
                               + "; lower the request (profile set-resources or --set-resources) or use another "
                                 "partition")
     return errors

@@ -13,6 +13,7 @@ from dataflex_rl.backends.registry import get_backend
 from dataflex_rl.item_sources.paths import benchmark_paths
 from dataflex_rl.artefacts.layout import FULL_DATA
 from dataflex_rl.study.resolved import Study
+from dataflex_rl.study.solve_rate_time import solve_rate_lines
 from dataflex_rl.item_sources.registry import get_benchmark
 
 
@@ -102,11 +103,29 @@ def _benchmarks_line(study: Study) -> str:
 
 
 def model_notes(study: Study, workdir: Path) -> list[str]:
-    """What each model's backend says about where its model comes from (a hub name the jobs will download)."""
+    """What each model's backend says about where its model comes from (a hub name the jobs will download), and the
+    sized runtime of each solve-rate job with its arithmetic (dataflex_rl.study.solve_rate_time)."""
     if study.records_file:
         return []
     return [note for name, model in study.models.items()
-            for note in get_backend(model.backend).model_notes(f"models.{name}", model, workdir)]
+            for note in get_backend(model.backend).model_notes(f"models.{name}", model, workdir)] + solve_rate_lines(
+        study, workdir)
+
+
+def _own_length_lines(study: Study) -> list[str]:
+    """The models that answer at their own lengths (models.<m>.training / evaluation), over the study's in the job
+    commands below."""
+    lines = []
+    for name, model in study.models.items():
+        own = [f"{section}.max_new_tokens {settings.max_new_tokens}"
+               for section, settings in (("training", study.model_training(name)),
+                                         ("evaluation", study.model_evaluation(name)))
+               if "max_new_tokens" in model.own(section)]
+        if own:
+            context = f" (context {model.declared_context} declared)" if model.declared_context else ""
+            lines.append(f"  {name}{context} at its own lengths, over the study's in the commands below: "
+                         f"{', '.join(own)}")
+    return lines
 
 
 def _hours(value: float | None) -> str:
@@ -135,6 +154,7 @@ def matrix_summary(study: Study, jobs: Mapping[str, int],
     lines.append(f"  models ({len(study.models)}): "
                  + "; ".join(f"{b}: {', '.join(ms)}" for b, ms in sorted(by_backend.items())))
     lines += [f"  {note}" for note in models]
+    lines += _own_length_lines(study)
     selects = any(method.family.needs_probe for method in study.methods.values())
     for backend in sorted(by_backend):
         lines += [f"  {backend} {line}" for line in get_backend(backend).job_commands(

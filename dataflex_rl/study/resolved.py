@@ -361,6 +361,20 @@ class Study:
         file replans what reads it."""
         return replace(self, input_digests=dict(input_digests))
 
+    @_memoised
+    def model_training(self, model: str) -> GRPOSettings:
+        """The training settings of `model`'s jobs: the study's `training`, with the model's own over them
+        (`models.<m>.training`, e.g. the response length a model of 4k positions holds). Its slices record the value
+        a job used under the study's key (`training.max_new_tokens`), so that a model's own value equal to the study's
+        reruns nothing, and a change of either reruns exactly the jobs of the models it applies to."""
+        return replace(self.training, **self.declared_models[model].own("training"))
+
+    @_memoised
+    def model_evaluation(self, model: str) -> EvaluationSettings:
+        """The evaluation settings of `model`'s score jobs: the study's `evaluation`, with the model's own over them
+        (`models.<m>.evaluation`; as model_training)."""
+        return replace(self.evaluation, **self.declared_models[model].own("evaluation"))
+
     def methods_trained_on(self, model: str) -> dict[str, MethodSpec]:
         """The methods the study trains on `model`, in the config's order (none for a model in no campaign)."""
         trained = {run.method for run in self.runs if run.model == model}
@@ -420,15 +434,16 @@ class Study:
         (dataflex_rl/corpus/training_fit.py): gates, not settings of a result (a corpus within them trains exactly as
         before), so the rules give them as derived params, out of Snakemake's rerun trigger."""
         spec = self.models[model]
-        return corpus_token_caps(f"models.{model}", spec.settings, self.training.max_new_tokens,
-                                 self.data_validation["corpus"])
+        return corpus_token_caps(f"models.{model}", spec.settings, self.model_training(model).max_new_tokens,
+                                 self.data_validation["corpus"], spec.setting_key("training", "max_new_tokens"))
 
     def score_token_caps(self, model: str) -> TokenCaps | None:
         """The prompt and answer caps, in tokens, a model's score jobs hold their benchmarks to at their start
         (dataflex_rl/evaluate/benchmark_fit.py; gates, as `training_token_caps`)."""
         spec = self.models[model]
-        return benchmark_token_caps(f"models.{model}", spec.settings, self.evaluation.max_new_tokens,
-                                    self.data_validation["benchmarks"])
+        return benchmark_token_caps(f"models.{model}", spec.settings, self.model_evaluation(model).max_new_tokens,
+                                    self.data_validation["benchmarks"],
+                                    spec.setting_key("evaluation", "max_new_tokens"))
 
     def max_quarantine_fraction(self, section: str) -> float:
         """The quarantine gate's threshold for `section` ("corpus" or "benchmarks")."""
@@ -538,13 +553,15 @@ class Study:
     @_memoised
     def solve_rates_slice(self, model: str) -> dict[str, Any]:
         """The untrained base's solve rate per clean-corpus prompt: K samples at the training temperature."""
+        training = self.model_training(model)
         return _sorted({**self.base_slice(model), **self.clean_corpus_slice(), "prompt_template": self.template,
-                        "training.rollouts": self.training.rollouts, "training.temperature": self.training.temperature,
-                        "training.max_new_tokens": self.training.max_new_tokens})
+                        "training.rollouts": training.rollouts, "training.temperature": training.temperature,
+                        "training.max_new_tokens": training.max_new_tokens})
 
-    def _training(self, steps: int | None = None) -> dict[str, Any]:
-        """The training settings that can change a run's result, for a step budget (default `training.steps`)."""
-        picked = {k: v for k, v in asdict(self.training).items() if k not in RESULT_NEUTRAL_TRAINING}
+    def _training(self, model: str, steps: int | None = None) -> dict[str, Any]:
+        """The training settings of `model` that can change a run's result, for a step budget (default
+        `training.steps`)."""
+        picked = {k: v for k, v in asdict(self.model_training(model)).items() if k not in RESULT_NEUTRAL_TRAINING}
         return picked if steps is None else {**picked, "steps": steps}
 
     @_memoised
@@ -558,7 +575,7 @@ class Study:
                         **_flat(f"methods.{run.method}.params", spec.resolved_params()),
                         **({HELD_OUT_KEY: draws} if draws else {}),
                         **self._validation_source_slice(run),
-                        "seed": run.seed, **_flat("training", self._training(run.steps))})
+                        "seed": run.seed, **_flat("training", self._training(run.model, run.steps))})
 
     def _validation_source_slice(self, run: Run) -> dict[str, Any]:
         """What a prompt selection's own validation prompts depend on: its file's digest, or its benchmark's slice."""
@@ -579,14 +596,15 @@ class Study:
         return {"transform": spec.transform, "params": dict(spec.params), "seed": spec.seed}
 
     def solve_rates_job(self, model: str) -> dict[str, Any]:
+        training = self.model_training(model)
         return {"model": self.models[model].settings, "template": self.template,
-                "sampling": {"rollouts": self.training.rollouts, "temperature": self.training.temperature,
-                             "max_new_tokens": self.training.max_new_tokens}}
+                "sampling": {"rollouts": training.rollouts, "temperature": training.temperature,
+                             "max_new_tokens": training.max_new_tokens}}
 
     def train_job(self, run: Run) -> dict[str, Any]:
         spec = self.methods[run.method]
         job = {"model": self.models[run.model].settings, "template": self.template, "seed": run.seed,
-               "training": self._training(run.steps),
+               "training": self._training(run.model, run.steps),
                "method": {"name": spec.name, "policy": spec.policy, "params": spec.params, "family": spec.family.name}}
         draws = self.held_out_draws(run)
         # a prompt selection's validation prompts come from the regime's evaluation domain, and every run on a corpus
@@ -599,7 +617,7 @@ class Study:
 
     def score_job(self, model: str) -> dict[str, Any]:
         return {"model": self.models[model].settings, "template": self.template,
-                "evaluation": self.evaluation.scoring()}
+                "evaluation": self.model_evaluation(model).scoring()}
 
     @_memoised
     def weights_slice(self, model: str, run: str) -> dict[str, Any]:
@@ -607,12 +625,12 @@ class Study:
         return self.base_slice(model) if run == UNTRAINED else self.train_slice(self.run(model, run))
 
     @_memoised
-    def _evaluation_slice(self) -> dict[str, Any]:
-        return _flat("evaluation", self.evaluation.scoring())
+    def _evaluation_slice(self, model: str) -> dict[str, Any]:
+        return _flat("evaluation", self.model_evaluation(model).scoring())
 
     def score_slice(self, model: str, run: str, benchmark: str) -> dict[str, Any]:
         return _sorted({**self.weights_slice(model, run), **self.benchmark_slice(benchmark),
-                        "prompt_template": self.template, **self._evaluation_slice()})
+                        "prompt_template": self.template, **self._evaluation_slice(model)})
 
     def tables_slice(self) -> dict[str, Any]:
         """The study's tables: the records they read (which the tables' provenance names by checksum) and the statistics

@@ -76,6 +76,7 @@ class EmbeddedBackend:
     # its generator draws every prompt's samples from one seeded stream (generation.py), so one part: the rates a
     # part would measure depend on the others
     solve_rate_part = None
+    solve_rate_tokens_per_second = None  # CPU jobs: the rule's default runtime
 
     def model_settings(self, entry: Mapping[str, Any]) -> dict[str, Any]:
         return {"backend": self.name, "shape": asdict(filled(ModelShape, entry.get("shape"))),
@@ -94,6 +95,10 @@ class EmbeddedBackend:
         if "rollout" in written:
             errors.append(f"{key}.rollout: only the verl backend runs a vLLM rollout engine; the embedded backend "
                           f"samples in its own loop — remove it or set `backend: verl`")
+        if "context" in written:
+            errors.append(f"{key}.context: {written['context']!r} — only a verl model declares its context; the "
+                          f"embedded backend builds its model with {key}.shape.max_position_embeddings positions, "
+                          f"which the dry run holds its lengths to — remove it")
         return errors
 
     def model_notes(self, key: str, model: ModelSpec, workdir: Path) -> list[str]:

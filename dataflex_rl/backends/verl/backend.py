@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from dataflex_rl.backends.base import TrainJob
 from dataflex_rl.backends.verl.model_source import model_path_errors, model_path_notes
-from dataflex_rl.backends.verl.model_context import context_refusal
+from dataflex_rl.backends.verl.model_context import context_refusal, declared_context_errors, engine_context
 from dataflex_rl.backends.verl.model_heads import model_heads, model_parameters, tensor_parallel_problem
 from dataflex_rl.backends.verl.train_memory import rollout_memory_errors
 from dataflex_rl.backends.verl.probe_settings import ProbeSettings, check_selection_options, probe_memory_errors
@@ -66,6 +66,18 @@ def _probe(settings: Mapping[str, Any]) -> ProbeSettings:
     return ProbeSettings(**settings["probe"]) if "probe" in settings else ProbeSettings()
 
 
+def _length_fix(model: ModelSpec, section: str) -> str:
+    """The setting a context refusal's fix names for `model`'s `section` length: the model's own where it sets one,
+    else the study's, with the model's own beside it (the study's reaches every model)."""
+    own = f"models.{model.name}.{section}.max_new_tokens"
+    return own if model.setting_key(section, "max_new_tokens") == own else f"{section}.max_new_tokens (or {own})"
+
+
+def _context(key: str, model: ModelSpec):
+    """The context the model's engines are held to (model_context.engine_context)."""
+    return engine_context(key, model.path or "", model.declared_context)
+
+
 def _arguments(values: Mapping[str, Any]) -> str:
     return ", ".join(f"{key}={value}" for key, value in values.items())
 
@@ -91,6 +103,11 @@ class VerlBackend:
     # (scoring.BATCH_INVARIANT), so the parts give the rates of one pass; 512 prompts × K = 32 samples at up to 8k
     # tokens is about an hour of one GPU, the most a kill or a requeue loses
     solve_rate_part = 512
+    # What the dry run sizes a solve-rate job's runtime by (dataflex_rl.study.solve_rate_time): generated tokens a
+    # second of its one vLLM engine under batch invariance. An assumption, calibrated on no GPU: the low end of the
+    # 5-10k docs/backends.md assumes for scoring a 1.5B model, below the ~7k a second estimated for decoding an 8B model
+    # on one H200; the K samples of a prompt share its prefix, which this leaves as margin.
+    solve_rate_tokens_per_second = 5000
 
     def open_probe(self, trainer, temperature: float):
         """A selection round's probe on a round boundary of the merge-then-score loop (`trainer`:
@@ -122,6 +139,7 @@ class VerlBackend:
                           f"(e.g. Qwen/Qwen2.5-7B)")
         elif not records_only:
             errors += model_path_errors(f"{key}.path", model.path, workdir)
+            errors += declared_context_errors(key, model.path, model.declared_context)
         return errors + [f"{key}.{section}: only the embedded backend builds its model from `{section}`; the verl "
                          f"backend loads `path` — remove it" for section in ("shape", "warmup")
                          if section in model.written]
@@ -144,7 +162,7 @@ class VerlBackend:
         parameters = _parameter_count(key, model, selection is not None)
         errors = (self._batch_errors(training, int(resources["gpu"]))
                   + self._rollout_errors(key, model, int(resources["gpu"]))
-                  + self._train_context_errors(key, model, training, prompt_cap)
+                  + self._train_context_errors(key, model, training, prompt_cap, selection is not None)
                   + self._train_memory_errors(key, model, int(resources["gpu"]), parameters))
         if selection is not None and parameters is not None:
             errors += self._probe_errors(key, model, resources, selection.gradient_rows, training, prompt_cap,
@@ -172,8 +190,8 @@ class VerlBackend:
                   f"responses were not counted", file=sys.stderr)
         prompt_tokens = prompt_cap["tokens"] if prompt_cap else DEFAULT_PROMPT_TOKENS
         return probe_memory_errors(key, parameters, settings, int(resources.get("mem_mb") or 0), gradient_rows,
-                                   shape=shape, prompt_tokens=prompt_tokens,
-                                   response_tokens=training.max_new_tokens)
+                                   shape=shape, prompt_tokens=prompt_tokens, response_tokens=training.max_new_tokens,
+                                   length_key=model.setting_key("training", "max_new_tokens"))
 
     @staticmethod
     def _train_memory_errors(key: str, model: ModelSpec, gpus: int, parameters: int | None) -> list[str]:
@@ -215,18 +233,26 @@ class VerlBackend:
         return [f"{setting}: {size} {heads}; set {setting} to one of them"] if heads else []
 
     @staticmethod
-    def _train_context_errors(key: str, model: ModelSpec, training: GRPOSettings,
-                              prompt_cap: TokenCap | None) -> list[str]:
-        """The rollout's and the selection round's vLLM context: the prompt allowance (the corpus's prompt cap, as
-        launch.py passes it to data.max_prompt_length, else DEFAULT_PROMPT_TOKENS) + training.max_new_tokens."""
+    def _train_context_errors(key: str, model: ModelSpec, training: GRPOSettings, prompt_cap: TokenCap | None,
+                              selects: bool) -> list[str]:
+        """The rollout's and the selection round's (`selects`: the model trains a prompt selection) vLLM context: the
+        prompt allowance (the corpus's prompt cap, as launch.py passes it to data.max_prompt_length and the round's
+        spec, else DEFAULT_PROMPT_TOKENS) + the model's training.max_new_tokens, within its context (_context)."""
         from dataflex_rl.backends.verl.overrides import DEFAULT_PROMPT_TOKENS
 
         tokens, source = ((prompt_cap["tokens"], prompt_cap["source"]) if prompt_cap
                           else (DEFAULT_PROMPT_TOKENS, "verl's data.max_prompt_length"))
-        refusal = context_refusal(model.path or "", prompt_tokens=tokens, prompt=f"{tokens} prompt tokens ({source})",
-                                  answer_key="training.max_new_tokens", answer_tokens=training.max_new_tokens,
+        context = _context(key, model)
+        if context is None:
+            print(f"{key}: vLLM's context was not checked against its lengths: its config.json cannot be read here and "
+                  f"{key}.context is not set (the model card's context length)", file=sys.stderr)
+        refusal = context_refusal(context, model.path or "", prompt_tokens=tokens,
+                                  prompt=f"{tokens} prompt tokens ({source})",
+                                  answer_key=model.setting_key("training", "max_new_tokens"),
+                                  answer_tokens=training.max_new_tokens, fix_key=_length_fix(model, "training"),
                                   use="train")
-        return [f"{key} rollout: {refusal}"] if refusal else []
+        engines = "rollout and selection round" if selects else "rollout"
+        return [f"{key} {engines}: {refusal}"] if refusal else []
 
     @staticmethod
     def _heads_problem(model: ModelSpec, size: int) -> str | None:
@@ -280,9 +306,11 @@ class VerlBackend:
         gpus = int(resources.get("gpu") or 0)
         if gpus >= 1:
             heads = self._heads_problem(model, gpus)
-            context = context_refusal(model.path or "", prompt_tokens=PROMPT_TOKENS,
+            context = context_refusal(_context(key, model), model.path or "", prompt_tokens=PROMPT_TOKENS,
                                       prompt=f"the scorer's {PROMPT_TOKENS} prompt tokens",
-                                      answer_key="evaluation.max_new_tokens", answer_tokens=max_new_tokens, use="score")
+                                      answer_key=model.setting_key("evaluation", "max_new_tokens"),
+                                      answer_tokens=max_new_tokens, fix_key=_length_fix(model, "evaluation"),
+                                      use="score")
             return ([f"resources of rule score: gpu={gpus}, the tensor_parallel_size of {key}'s vLLM scoring engine, "
                      f"{heads}; give the score rule one of them (profile set-resources or --set-resources "
                      f"score:gpu=...)"] if heads else []) + ([f"{key} scoring: {context}"] if context else [])

@@ -72,16 +72,36 @@ def model_context(path: str) -> Context | None:
     return context
 
 
-def context_refusal(path: str, *, prompt_tokens: int, prompt: str, answer_key: str, answer_tokens: int,
-                    use: str) -> str | None:
-    """Why vLLM refuses an engine of `prompt_tokens` (`prompt` says what they are) + `answer_tokens` (the setting
-    `answer_key`) on the model at `path`, and the fix (`use`: what the study does with the model, for the fix when
-    the prompts alone fill it); None where vLLM accepts it or the model's files cannot be read here."""
-    needed = prompt_tokens + answer_tokens
+def engine_context(key: str, path: str, declared: int | None) -> Context | None:
+    """The context the dry run holds model `key`'s vLLM engines to: derived from its config.json where that can be
+    read (model_context), else the context the config declares for it (`<key>.context`), else None: not checked."""
     context = model_context(path)
+    if context is None and declared is not None:
+        return Context(declared, f"{key}.context, as declared: its config.json cannot be read here")
+    return context
+
+
+def declared_context_errors(key: str, path: str, declared: int | None) -> list[str]:
+    """A declared context (`<key>.context`) other than the one config.json gives, where it can be read: the declared
+    number would stand for the model's wherever its files are not at hand (another machine's dry run)."""
+    context = model_context(path)
+    if declared is None or context is None or context.tokens == declared:
+        return []
+    return [f"{key}.context: {declared} declared, but the config.json of {path!r} gives {context.tokens} "
+            f"({context.source}, as vLLM derives it); set {key}.context to {context.tokens}, or remove it (the dry run "
+            f"reads config.json wherever it can)"]
+
+
+def context_refusal(context: Context | None, path: str, *, prompt_tokens: int, prompt: str, answer_key: str,
+                    answer_tokens: int, fix_key: str, use: str) -> str | None:
+    """Why vLLM refuses an engine of `prompt_tokens` (`prompt` says what they are) + `answer_tokens` (the setting
+    `answer_key`) on the model at `path` of `context` (engine_context), and the fix: `fix_key` at most what the
+    context leaves (`use`: what the study does with the model, for the fix when the prompts alone fill it); None
+    where vLLM accepts it or the context is not known here."""
+    needed = prompt_tokens + answer_tokens
     if context is None or needed <= context.tokens:
         return None
     room = context.tokens - prompt_tokens
-    fix = f"set {answer_key} to at most {room}" if room > 0 else f"{use} a model with more positions"
+    fix = f"set {fix_key} to at most {room}" if room > 0 else f"{use} a model with more positions"
     return (f"vLLM's max_model_len {needed} ({prompt} + {answer_key} {answer_tokens}) is more than the "
             f"{context.tokens} positions of {path!r} ({context.source}), which vLLM refuses at engine start; {fix}")

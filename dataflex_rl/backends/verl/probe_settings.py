@@ -146,9 +146,9 @@ def _largest(fits, upper: int) -> int:
 
 
 def _activation_errors(key: str, parameters: int, settings: ProbeSettings, shape: ModelShape, prompt_tokens: int,
-                       response_tokens: int) -> list[str]:
+                       response_tokens: int, length_key: str) -> list[str]:
     """probe_memory's refusal, with its arithmetic and the fixes that fit: the largest micro-batch; where not even
-    one response fits, the longest response at micro_batch 1; GPUs of the size it needs."""
+    one response fits, the longest response at micro_batch 1 (the setting `length_key`); GPUs of the size it needs."""
     limit, batch = _gpu_limit(settings), settings.micro_batch
     memory = probe_memory(parameters, shape, batch, prompt_tokens, response_tokens)
     if memory.total <= limit:
@@ -167,7 +167,7 @@ def _activation_errors(key: str, parameters: int, settings: ProbeSettings, shape
         largest = _largest(lambda b: fits(b, response_tokens), batch - 1)
         longest = 0 if largest else _largest(lambda w: fits(1, w), response_tokens - 1)
         fixes += ([f"lower {key}.probe.micro_batch to {largest} (the largest that fits)"] if largest else []) + (
-            [f"lower training.max_new_tokens to {longest} (at micro_batch 1)"] if longest else [])
+            [f"lower {length_key} to {longest} (at micro_batch 1)"] if longest else [])
     fixes.append(f"train on GPUs of ≥ {memory.total / GPU_HEADROOM / GIB:.0f} GiB (and say so in "
                  f"{key}.probe.gpu_memory_gb)")
     if memory.parameters > limit:
@@ -188,16 +188,16 @@ def _activation_errors(key: str, parameters: int, settings: ProbeSettings, shape
 
 def probe_memory_errors(key: str, parameters: int, settings: ProbeSettings, host_mb: int,
                         gradient_rows: int = 0, shape: ModelShape | None = None, prompt_tokens: int = 0,
-                        response_tokens: int = 0) -> list[str]:
+                        response_tokens: int = 0, length_key: str = "training.max_new_tokens") -> list[str]:
     """Why a selection round of a `parameters`-parameter model cannot run on the train job's GPUs of
     `settings.gpu_memory_gb` and its `host_mb` of memory, holding `gradient_rows` whole fp32 gradients on the host
     besides (a projection, normalised validation groups: prompt_selection.candidates.SelectionSize). With the model's
     `shape` (its config.json) the GPU's bytes are probe_memory's for `settings.micro_batch` responses of up to
-    `response_tokens` after prompts of up to `prompt_tokens`; without it the parameters' alone, which the refusal
-    says."""
+    `response_tokens` (the setting `length_key`: the study's, or the model's own) after prompts of up to
+    `prompt_tokens`; without it the parameters' alone, which the refusal says."""
     gpu = parameters * GPU_BYTES_PER_PARAMETER
     if shape is not None:
-        errors = _activation_errors(key, parameters, settings, shape, prompt_tokens, response_tokens)
+        errors = _activation_errors(key, parameters, settings, shape, prompt_tokens, response_tokens, length_key)
     elif gpu > _gpu_limit(settings):
         unread = "; an estimate without the activations and logits, which need the model's config.json"
         errors = [f"{key}.probe.gpu_memory_gb: {settings.gpu_memory_gb:g}, but a selection round's backward "
