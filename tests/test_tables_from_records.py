@@ -88,3 +88,17 @@ def test_released_tables_target_runs(tmp_path):
     assert main.loc["Math-Heavy-6", "spearman_vs_DB-12"] == pytest.approx(-5 / 15)
     assert pd.read_csv(out / "headroom.csv").empty  # the release has no untrained runs
     assert not (tmp_path / "results/runs").exists() and not (tmp_path / "results/scores").exists()
+
+
+def test_a_one_seed_pilot_gets_every_table_and_figure(tmp_path):
+    """seeds: [1] is a valid study (a pilot): no subset of seeds exists, so seed sufficiency has no rows (its columns
+    kept) and its figure says why; every comparison is inconclusive (no spread to test). Before, the tables job
+    failed on a KeyError for the empty table's missing columns."""
+    records = simulate_records(["tiny-qwen2"], ["baseline", "difffilter"], [1], benchmarks=list(EMBEDDED_BENCHMARKS),
+                               items=100, rng=5)
+    tables = regenerate(records, tmp_path, controls={"difffilter": "baseline"}, bootstrap_resamples=50)
+    for path in table_paths(tmp_path) + figure_paths(tmp_path):
+        assert Path(path).stat().st_size > 0, path
+    assert tables["seed_sufficiency"].empty and "winner_agreement" in tables["seed_sufficiency"].columns
+    assert set(tables["comparisons"]["n_seeds"]) == {1}
+    assert set(tables["comparisons"]["verdict"]) == {"inconclusive"}

@@ -126,8 +126,13 @@ def spearman_heatmap(matrices: dict[str, pd.DataFrame], path: str | os.PathLike)
 def seed_sufficiency_plot(sufficiency: pd.DataFrame, path: str | os.PathLike) -> None:
     """PNG: winner agreement and mean Spearman ρ with the all-seed ranking against the number of seeds, one line per
     model (from a `seed_sufficiency` table)."""
-    if sufficiency.empty:
-        raise ValueError("nothing to plot: the seed-sufficiency table is empty")
+    if sufficiency.empty:  # a one-seed pilot: no subset of seeds to compare with the whole
+        fig, (ax,) = _panels(1, 5.0, 1.5, left=0.2, bottom=0.2)
+        ax.set_axis_off()
+        ax.text(0.5, 0.5, "Seed sufficiency needs a model with at least 2 seeds of 2 methods;\nthis study has none",
+                ha="center", va="center", fontsize=9)
+        _save(fig, path)
+        return
     fig, (left, right) = _panels(2, 5.0, 3.8, ncols=2, left=1.0, bottom=0.7)
     for i, (model, block) in enumerate(sufficiency.groupby("model", sort=False)):
         style = dict(marker="o", color=f"C{i % 10}", linestyle=("-", "--", ":")[i // 10 % 3], label=model)

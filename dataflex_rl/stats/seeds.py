@@ -68,6 +68,10 @@ def _ranks(x: np.ndarray) -> np.ndarray:
     return stats.rankdata(x, axis=-1)
 
 
+SUFFICIENCY_COLUMNS = ["model", "metric", "n_seeds", "of_seeds", "n_methods", "subsets", "winner",
+                       "winner_agreement", "mean_spearman"]
+
+
 def seed_sufficiency(summaries: pd.DataFrame, metric: str, *, max_subsets: int = 200, rng: int = 0,
                      complete_seeds_only: bool = False) -> pd.DataFrame:
     """Per (model, n seeds): subsets tried, how often the subset's winner is the all-seed winner, and mean Spearman ρ
@@ -99,7 +103,8 @@ def seed_sufficiency(summaries: pd.DataFrame, metric: str, *, max_subsets: int =
                 "winner_agreement": float(np.mean(means.argmax(axis=1) == winner)),
                 "mean_spearman": float(np.nanmean(rho)) if np.isfinite(rho).any() else math.nan,
             })
-    return pd.DataFrame(rows)
+    # With one seed (a pilot) there is no subset to try: the table has its columns and no rows.
+    return pd.DataFrame(rows, columns=SUFFICIENCY_COLUMNS)
 
 
 def detectable_effects(comparisons: pd.DataFrame, seed_counts: Sequence[int] = (3, 6, 12), power: float = 0.8,
