@@ -116,7 +116,7 @@ def cluster_study(tmp_path_factory):
 
 def test_the_profiles_dry_run_refuses_a_job_no_node_can_run(tmp_path):
     """Unsized, the profile's decontaminate job (8 CPUs, 32 GB) fits no node of the 2-CPU fixture; a GPU asked of a
-    partition without GPUs is refused the same way."""
+    partition without GPUs is refused the same way, and so is a runtime beyond the gpu partition's 2-day limit."""
     (tmp_path / "study.yaml").write_text((REPO / "config/smoke.yaml").read_text())
     cpus = int(subprocess.run(["sinfo", "-h", "-N", "-p", "cpu", "-o", "%c"], capture_output=True, text=True,
                               check=True).stdout.split()[0])
@@ -132,6 +132,11 @@ def test_the_profiles_dry_run_refuses_a_job_no_node_can_run(tmp_path):
     output = gpu.stdout + gpu.stderr
     assert "resources of rule train: cpus_per_task=1, mem_mb=3000, gpu=1 fit no node of Slurm partition 'gpu'" \
            in output and "0 GPUs each" in output
+    too_long = snakemake(tmp_path, "-n", "--profile", str(REPO / "profiles/slurm"), *SMALL_CLUSTER,
+                         "train:slurm_partition=gpu", "train:runtime=2881")
+    assert too_long.returncode != 0
+    assert ("resources of rule train: runtime=2881 minutes is longer than the time limit of Slurm partition 'gpu' "
+            "(sinfo: 2880 minutes)") in too_long.stdout + too_long.stderr  # tests/slurm/slurm.conf.in: 2-00:00:00
     sized = snakemake(tmp_path, "-n", "--profile", str(REPO / "profiles/slurm"), *SMALL_CLUSTER)
     assert sized.returncode == 0, sized.stderr[-3000:]
 

@@ -1,7 +1,8 @@
 """What the Slurm cluster this machine submits to can give one job: its nodes, as `sinfo` lists them at dry run.
 
-Slurm never starts a job that asks a partition for more CPUs, memory or GPUs than any single node of it has: it refuses
-the job at submission, or holds it pending for ever (reason `Resources` or `PartitionConfig`), and the run waits on it.
+Slurm never starts a job that asks a partition for more CPUs, memory or GPUs than any single node of it has, or for a
+longer time than the partition's time limit: it refuses the job at submission, or holds it pending for ever (reason
+`Resources`, `PartitionConfig` or `PartitionTimeLimit`), and the run waits on it.
 Where `sinfo` answers, the dry run refuses such a job before anything is submitted; where it does not (no Slurm on this
 machine, no controller answering), the dry run says nothing. A study's own `cluster.partitions` replaces the question.
 A line of sinfo's answer that cannot be read (`N/A` where a number belongs, fewer fields) is left out with a note, and
@@ -16,8 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-SINFO = ["sinfo", "--noheader", "--Node", "--format=%N|%P|%c|%m|%G"]
-FIELDS = "node|partition|CPUs|memory MB|GRES"  # what each line of SINFO's answer holds
+SINFO = ["sinfo", "--noheader", "--Node", "--format=%N|%P|%c|%m|%G|%l"]
+FIELDS = "node|partition|CPUs|memory MB|GRES|time limit"  # what each line of SINFO's answer holds
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class Node:
     cpus: int
     mem_mb: int
     gpus: int
+    max_minutes: int | None = None  # the partition's time limit (None: infinite)
 
 
 def gres_gpus(gres: str) -> int:
@@ -79,22 +81,48 @@ def _count(value: str) -> int | None:
     return int(digits) if digits.isdigit() else None
 
 
+_TIME = re.compile(r"(?:(?P<days>\d+)-)?(?P<clock>\d+(?::\d+){0,2})")
+
+
+def time_limit_minutes(value: str) -> int | None | str:
+    """A partition's time limit as sinfo prints it (Slurm's time format: `30` minutes, `30:00` minutes:seconds,
+    `2:00:00`, `2-00:00:00`, `1-12`, `1-12:30` days-hours[:minutes]) in whole minutes, rounded up; None for
+    `infinite` / `UNLIMITED`; the text itself where it is neither."""
+    text = value.strip()
+    if text.lower() in ("infinite", "unlimited"):
+        return None
+    match = _TIME.fullmatch(text)
+    if match is None:
+        return text
+    parts = [int(part) for part in match["clock"].split(":")]
+    if match["days"] is not None:  # days-hours[:minutes[:seconds]]
+        hours, minutes, seconds = (parts + [0, 0])[:3]
+        minutes += 60 * (24 * int(match["days"]) + hours)
+    elif len(parts) == 3:  # hours:minutes:seconds
+        minutes, seconds = 60 * parts[0] + parts[1], parts[2]
+    else:  # minutes[:seconds]
+        minutes, seconds = (parts + [0])[:2]
+    return minutes + (seconds > 0)
+
+
 def _read_line(number: int, line: str) -> Node | UnreadLine:
-    fields = line.strip().split("|", 4)
+    fields = line.strip().split("|", 5)
     partition = fields[1].strip().rstrip("*") if len(fields) > 1 else None
-    if len(fields) < 5:
-        return UnreadLine(number, line, f"{len(fields)} field(s) separated by '|', not 5", partition)
-    name, partition_field, cpus_field, memory_field, gres = fields
-    cpus, memory = _count(cpus_field), _count(memory_field)
+    if len(fields) < 6:
+        return UnreadLine(number, line, f"{len(fields)} field(s) separated by '|', not 6", partition)
+    name, partition_field, cpus_field, memory_field, gres, time_field = fields
+    cpus, memory, minutes = _count(cpus_field), _count(memory_field), time_limit_minutes(time_field)
     problems = [f"{label} {text!r} is not a whole number" for label, text, count
                 in (("CPUs", cpus_field, cpus), ("memory (MB)", memory_field, memory)) if count is None]
+    if isinstance(minutes, str):
+        problems.append(f"time limit {minutes!r} is neither a Slurm time (e.g. 2-00:00:00) nor infinite")
     if problems:
         return UnreadLine(number, line, "; ".join(problems), partition)
-    return Node(name, partition, partition_field.endswith("*"), cpus, memory, gres_gpus(gres))
+    return Node(name, partition, partition_field.endswith("*"), cpus, memory, gres_gpus(gres), minutes)
 
 
 def parse_sinfo(text: str) -> SinfoAnswer:
-    """The nodes of `sinfo --noheader --Node --format=%N|%P|%c|%m|%G` output, and the lines that cannot be read."""
+    """The nodes of `sinfo --noheader --Node --format=%N|%P|%c|%m|%G|%l` output, and the lines that cannot be read."""
     read = [_read_line(number, line) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
     return SinfoAnswer([item for item in read if isinstance(item, Node)],
                        [item for item in read if isinstance(item, UnreadLine)])
@@ -128,9 +156,10 @@ def partition_requests(resources: Mapping[str, Mapping[str, Any]]):
 
 
 def node_fit_errors(resources: Mapping[str, Mapping[str, Any]], cluster: SinfoAnswer) -> list[str]:
-    """Each rule whose resources name a `slurm_partition` that the cluster lacks, or ask more than any one node of it
-    has; `resources` maps a rule to its effective values (config_checks.resource_errors). None for a partition a line
-    of sinfo's answer that could not be read may belong to."""
+    """Each rule whose resources name a `slurm_partition` that the cluster lacks, ask more than any one node of it
+    has, or a runtime beyond its time limit; `resources` maps a rule to its effective values
+    (config_checks.resource_errors). None for a partition a line of sinfo's answer that could not be read may belong
+    to."""
     nodes = cluster.nodes
     partitions = sorted({node.partition for node in nodes})
     errors = []
@@ -145,6 +174,7 @@ def node_fit_errors(resources: Mapping[str, Mapping[str, Any]], cluster: SinfoAn
             continue
         request = _request(values)
         members = [node for node in nodes if node.partition == partition]
+        errors += _time_limit_errors(rule, values, partition, members)
         if any(all(getattr(node, key) >= amount for key, amount in request.items()) for node in members):
             continue
         largest = {key: max(getattr(node, key) for node in members) for key in request}
@@ -163,6 +193,19 @@ def node_fit_errors(resources: Mapping[str, Mapping[str, Any]], cluster: SinfoAn
 
 
 _NAMES = {"cpus": "cpus_per_task", "mem_mb": "mem_mb", "gpus": "gpu"}
+
+
+def _time_limit_errors(rule: str, values: Mapping[str, Any], partition: str, members: list[Node]) -> list[str]:
+    """A runtime beyond the partition's time limit (the longest its nodes are listed with; all share it)."""
+    limits = [node.max_minutes for node in members]
+    runtime = values.get("runtime")
+    if runtime is None or None in limits or int(runtime) <= max(limits):
+        return []
+    return [f"resources of rule {rule}: runtime={runtime} minutes is longer than the time limit of Slurm partition "
+            f"{partition!r} (sinfo: {max(limits)} minutes); Slurm would refuse the job or hold it pending for ever "
+            f"(reason PartitionTimeLimit) — ask at most that, e.g. --set-resources {rule}:runtime={max(limits)} "
+            f"(a train, score or solve-rate job resumes from what it kept when a retry follows its time limit), or "
+            f"use another partition"]
 
 
 def cluster_fit_errors(resources: Mapping[str, Mapping[str, Any]]) -> list[str]:

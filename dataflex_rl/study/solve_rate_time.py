@@ -10,7 +10,8 @@ minutes: sized so that the job does not time out under the stated throughput, wh
 model's own `resources.solve_rates.runtime` (or a profile's set-resources, or --set-resources) replaces it; the job
 keeps each finished part (the backend's `solve_rate_part` prompts), so an attempt cut short by its time limit loses
 only the part it was measuring, and a retry resumes. The dry run holds it to `cluster.partitions`' max_runtime as every
-other job's runtime (config_checks.resource_errors), and the summary prints the arithmetic.
+other job's runtime (config_checks.resource_errors), or without them to its partition's time limit where sinfo answers
+(slurm_nodes.node_fit_errors), and the summary prints the arithmetic.
 """
 from __future__ import annotations
 
