@@ -214,7 +214,7 @@ def performance_profile_plot(profiles: pd.DataFrame, path: str | os.PathLike, co
     if profiles.empty:
         raise ValueError("nothing to plot: no performance profiles")
     models = list(pd.unique(profiles["model"]))
-    fig, axes = _panels(len(models), 4.2, 3.4, ncols=4, left=0.8, bottom=0.7)
+    fig, axes = _panels(len(models), 4.6, 3.4, ncols=4, left=0.8, bottom=0.7)
     for ax, model in zip(axes, models):
         for i, (method, line) in enumerate(profiles[profiles["model"] == model].groupby("method", sort=False)):
             style = dict(color=f"C{i % 10}", linestyle=("-", "--", ":")[i // 10 % 3])
@@ -223,8 +223,8 @@ def performance_profile_plot(profiles: pd.DataFrame, path: str | os.PathLike, co
                 ax.fill_between(line["tau"], line["low"], line["high"], step="post", alpha=0.15, color=style["color"],
                                 linewidth=0)
         ax.set(xlabel="τ (points)", ylabel="share of scores > τ", xlim=(0, 100), ylim=(-0.02, 1.02))
-        ax.set_title(model, fontsize=9)
+        ax.set_title(model, fontsize=8)
         ax.legend(fontsize=6, loc="upper right")
-    fig.suptitle(f"Performance profiles over (seed, benchmark) scores; band: {confidence:.0%} stratified bootstrap",
-                 fontsize=9)
+    fig.suptitle(f"Performance profiles: share of (seed, benchmark) scores > τ\n"
+                 f"band: {confidence:.0%} stratified bootstrap", fontsize=8)
     _save(fig, path)
