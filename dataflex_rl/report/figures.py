@@ -205,3 +205,26 @@ def training_curves_plot(curves: pd.DataFrame, path: str | os.PathLike, window: 
         reward_ax.legend(fontsize=6, loc="best")
     fig.suptitle("Training curves: mean over seeds, band = min–max over seeds", fontsize=9)
     _save(fig, path)
+
+
+def performance_profile_plot(profiles: pd.DataFrame, path: str | os.PathLike, confidence: float) -> None:
+    """PNG: per model, each method's performance profile — the share of its (seed, benchmark) scores above τ, a step
+    function held from each τ of the table to the next — with its `confidence` stratified bootstrap band where the
+    table has one (dataflex_rl.stats.aggregates.performance_profiles)."""
+    if profiles.empty:
+        raise ValueError("nothing to plot: no performance profiles")
+    models = list(pd.unique(profiles["model"]))
+    fig, axes = _panels(len(models), 4.6, 3.4, ncols=4, left=0.8, bottom=0.7)
+    for ax, model in zip(axes, models):
+        for i, (method, line) in enumerate(profiles[profiles["model"] == model].groupby("method", sort=False)):
+            style = dict(color=f"C{i % 10}", linestyle=("-", "--", ":")[i // 10 % 3])
+            ax.plot(line["tau"], line["share"], label=method, linewidth=1, drawstyle="steps-post", **style)
+            if line["low"].notna().all():
+                ax.fill_between(line["tau"], line["low"], line["high"], step="post", alpha=0.15, color=style["color"],
+                                linewidth=0)
+        ax.set(xlabel="τ (points)", ylabel="share of scores > τ", xlim=(0, 100), ylim=(-0.02, 1.02))
+        ax.set_title(model, fontsize=8)
+        ax.legend(fontsize=6, loc="upper right")
+    fig.suptitle(f"Performance profiles: share of (seed, benchmark) scores > τ\n"
+                 f"band: {confidence:.0%} stratified bootstrap", fontsize=8)
+    _save(fig, path)

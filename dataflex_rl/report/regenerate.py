@@ -4,8 +4,10 @@
 `out_dir`, and each figure in FIGURES under `out_dir/figures`. The headline metric (DB-k) drives the comparisons
 figure, the detectable-effect table and the cross-model table; the comparisons, equivalence-summary, sensitivity and
 seed-sufficiency tables cover every summary; the long-training and constrained-data contrasts
-(dataflex_rl.stats.contrasts) use the headline. A table that does not apply to these records (no untrained base: no headroom; no response
-lengths: no efficiency; no parse or cut flags) is written with its columns and no rows, so the rule's outputs are always the same files.
+(dataflex_rl.stats.contrasts) use the headline. The aggregates table and the performance profiles
+(dataflex_rl.stats.aggregates) read the (seed, benchmark) scores, not a summary. A table that does not apply to these
+records (no untrained base: no headroom; no response lengths: no efficiency; no parse or cut flags) is written with
+its columns and no rows, so the rule's outputs are always the same files.
 """
 from __future__ import annotations
 
@@ -15,9 +17,11 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 from dataflex_rl.artefacts.layout import UNTRAINED
-from dataflex_rl.report.figures import domain_heatmap, forest_plot, seed_sufficiency_plot, spearman_heatmap
+from dataflex_rl.report.figures import (domain_heatmap, forest_plot, performance_profile_plot, seed_sufficiency_plot,
+                                        spearman_heatmap)
 from dataflex_rl.report.outputs import TABLES
 from dataflex_rl.report.tables import write_table
+from dataflex_rl.stats.aggregates import aggregates, performance_profiles, score_matrices
 from dataflex_rl.stats.contrasts import constrained_data_contrasts, long_training_contrasts, study_cells
 from dataflex_rl.stats.equivalence_summary import equivalence_summary
 from dataflex_rl.stats.paired import EQUIVALENCE_MARGIN, SPREAD_COLUMNS, compare_methods, headroom
@@ -133,6 +137,7 @@ def regenerate(records: pd.DataFrame, out_dir: str | Path, controls: Mapping[str
                                             "delta_mean", "ci_low", "ci_high", "sd", "p", "base_flagged"]))
     models = list(pd.unique(trained["model"]))
     spearman = {model: summary_spearman_matrix(summaries, model, metrics) for model in models}
+    matrices = score_matrices(records, excluded)
     tables = {
         "run_summaries": summaries,
         "method_means": method_means(trained, metrics),
@@ -159,6 +164,7 @@ def regenerate(records: pd.DataFrame, out_dir: str | Path, controls: Mapping[str
         "parse_flags": parse_flag_table(records, excluded),
         "cut_flags": cut_flag_table(records, max_cut_share),
         "equivalence_summary": equivalence,
+        "aggregates": aggregates(matrices, controls, confidence=confidence, reps=bootstrap_resamples),
     }
     assert tuple(tables) == TABLES
     for name, table in tables.items():
@@ -172,4 +178,6 @@ def regenerate(records: pd.DataFrame, out_dir: str | Path, controls: Mapping[str
     spearman_heatmap(spearman, figures / "summary_spearman.png")
     sufficiency = tables["seed_sufficiency"]
     seed_sufficiency_plot(sufficiency[sufficiency["metric"] == headline], figures / "seed_sufficiency.png")
+    performance_profile_plot(performance_profiles(matrices, confidence=confidence, reps=bootstrap_resamples),
+                             figures / "performance_profiles.png", confidence)
     return tables
