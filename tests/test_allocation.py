@@ -1,10 +1,10 @@
 """The dry-run summary's GPU- and CPU-hours: each rule's merged resources × its planned jobs, against hand counts."""
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 from dataflex_rl.study.allocation import job_cpus, requested_hours, score_layout_lines, total_lines
+
+import forked_snakemake
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -50,10 +50,10 @@ def test_the_paper_dry_run_prices_a_runtime_set_on_the_command_line():
     set-resources with the command line's, so the train job here keeps the workflow's 8 GPUs and 40 CPUs and gets 100
     minutes: 13 methods × 12 seeds × 8 GPUs × 100 / 60 = 2,080 GPU-hours, × 40 CPUs = 10,400 CPU-hours; the score
     jobs keep theirs: 157 runs × 12 benchmarks × 1 GPU × 120 / 60 = 3,768 GPU-hours."""
-    result = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--quiet", "--snakefile", str(REPO / "Snakefile"), "--profile",
+    result = forked_snakemake.snakemake(
+        ["-n", "--quiet", "--snakefile", str(REPO / "Snakefile"), "--profile",
          "profiles/slurm", "--configfile", "config/paper.yaml", "--set-resources", "train:runtime=100"],
-        cwd=REPO, capture_output=True, text=True, timeout=300)
+        cwd=REPO, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert _row(result.stderr, "train")[:8] == ["train", "156", "8", "40", "320000", "8", "100", "2,080.0"]
     assert _row(result.stderr, "train")[8] == "10,400.0"

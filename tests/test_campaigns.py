@@ -16,9 +16,12 @@ from snakemake.utils import update_config
 from dataflex_rl.artefacts import layout
 from dataflex_rl.study.resolved import Run, Study
 
+import forked_snakemake
+
 REPO = Path(__file__).resolve().parents[1]
 RELEASED = Path(__file__).resolve().parents[2] / "shared/data/dataflex-rl-records/all_runs_171.csv"
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
+SNAKEFILE = ["--snakefile", str(REPO / "Snakefile")]
+SNAKEMAKE = [sys.executable, "-m", "snakemake", *SNAKEFILE]
 
 
 def config_of(*files: str) -> dict:
@@ -31,7 +34,7 @@ def config_of(*files: str) -> dict:
 
 def dry_run(*args: str) -> str:
     """The whole plan (--forceall), whatever of it a developer's checkout has already built under results/."""
-    result = subprocess.run([*SNAKEMAKE, "-n", "--forceall", *args], cwd=REPO, capture_output=True, text=True)
+    result = forked_snakemake.snakemake([*SNAKEFILE, "-n", "--forceall", *args], cwd=REPO)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout + result.stderr
 

@@ -28,6 +28,8 @@ from dataflex_rl.corpus.validation import (FILE_ANSWER_FORMATS, REASONS, Benchma
 from dataflex_rl.study.resolved import Study
 from dataflex_rl.corpus.validation_settings import ValidationSettings
 
+import forked_snakemake
+
 REPO = Path(__file__).resolve().parents[1]
 FORMATS = ("math", "multiple_choice", "exact", "knights_knaves")
 MC_PROMPT = "Which is largest?\nA) 1\nB) 2\nC) 3\nD) 4"
@@ -756,9 +758,9 @@ def test_a_utf8_byte_order_mark_is_read_as_utf8_in_benchmark_and_corpus_files(tm
 
 def _planned_jobs(tmp: Path, *targets: str) -> dict[str, int]:
     """The jobs a real dry run plans for `targets`, by rule."""
-    result = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--snakefile", str(REPO / "Snakefile"),
-                             "--directory", str(tmp), "--configfile", str(tmp / "config.yaml"), "--cores", "1",
-                             *targets], capture_output=True, text=True, timeout=600)
+    result = forked_snakemake.snakemake(["-n", "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp),
+                                         "--configfile", str(tmp / "config.yaml"), "--cores", "1", *targets],
+                                        timeout=600)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-3000:]
     if "Nothing to be done" in output:

@@ -6,7 +6,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,9 +15,10 @@ from dataflex_rl.artefacts import layout
 from dataflex_rl.artefacts.provenance import fingerprint
 
 from config_edits import set_key
+import forked_snakemake
 
 REPO = Path(__file__).resolve().parents[1]
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
+SNAKEMAKE = ["--snakefile", str(REPO / "Snakefile")]  # forked_snakemake.snakemake's arguments
 BENCHMARKS = ["basic_arithmetic", "syllogism", "unit_conversion"]  # one per domain keeps the study small
 SMOKE = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
 CONFIG = {**SMOKE, "corpus": {**SMOKE["corpus"], "sources": BENCHMARKS},
@@ -40,8 +40,7 @@ def changed(**settings) -> dict:
 def snakemake(workdir: Path, config: dict, *args: str) -> subprocess.CompletedProcess:
     path = workdir / f"config-{fingerprint(config)[:12]}.yaml"
     path.write_text(yaml.safe_dump(config))
-    result = subprocess.run([*SNAKEMAKE, "--configfile", str(path), "--directory", str(workdir), *args],
-                            capture_output=True, text=True)
+    result = forked_snakemake.snakemake([*SNAKEMAKE, "--configfile", str(path), "--directory", str(workdir), *args])
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result
 

@@ -2,8 +2,6 @@
 for the one GPU that `--resources gpu=1` gives, verl trains on one GPU, and a model's own `resources` sit between the
 backend's defaults and the command line's `--set-resources`."""
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import yaml
@@ -11,13 +9,14 @@ import yaml
 from dataflex_rl.backends.verl.backend import JOB_RESOURCES
 from dataflex_rl.study.resolved import Study
 
+import forked_snakemake
+
 REPO = Path(__file__).resolve().parents[1]
 ONE_GPU = ("--profile", "profiles/local", "--configfile", "config/one_gpu.yaml", "--resources", "gpu=1")
 
 
 def dry_run(*args: str) -> str:
-    result = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--snakefile", str(REPO / "Snakefile"), *args],
-                            cwd=REPO, capture_output=True, text=True, timeout=600)
+    result = forked_snakemake.snakemake(["-n", "--snakefile", str(REPO / "Snakefile"), *args], cwd=REPO, timeout=600)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-3000:]
     return output

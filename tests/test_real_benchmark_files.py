@@ -7,7 +7,6 @@ answers models write are built per item from its gold, here, without the answer 
 import json
 import re
 import subprocess
-import sys
 import warnings
 from decimal import Decimal
 from fractions import Fraction
@@ -25,6 +24,8 @@ from dataflex_rl.item_sources.registry import get_benchmark
 from dataflex_rl.artefacts.items import LETTERS, item_metadata
 from dataflex_rl.corpus.build import load_benchmark_file
 from dataflex_rl.verify.verifiers import get_verifier
+
+import forked_snakemake
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(__file__).parents[2] / "shared/data/real-benchmarks"
@@ -80,9 +81,8 @@ def _paper_workdir(tmp_path: Path) -> Path:
 
 
 def _snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory",
-                           str(workdir), "--configfile", str(workdir / "config.yaml"), *args],
-                          capture_output=True, text=True)
+    return forked_snakemake.snakemake(["--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
+                                       "--configfile", str(workdir / "config.yaml"), *args])
 
 
 @needs_shared

@@ -2,12 +2,12 @@
 (dataflex_rl/study/slurm_nodes.py): hand-written sinfo lines, so that these run without Slurm;
 tests/test_slurm_cluster.py asks a real one."""
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 from dataflex_rl.study.slurm_nodes import (Node, SinfoAnswer, UnreadLine, cluster_fit_errors, cluster_nodes,
                                            gres_gpus, node_fit_errors, parse_sinfo, time_limit_minutes)
+
+import forked_snakemake
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -126,10 +126,9 @@ def test_the_dry_run_on_the_slurm_profile_reads_past_a_line_it_cannot_read(tmp_p
     dry run notes the line and plans the study (before: a raw int() error for 'N/A')."""
     fake = _fake_slurm(tmp_path / "bin", "cpu01|cpu*|64|256000|(null)|infinite\n"
                                              "gpu01|gpu|48|N/A|gpu:a100:8|2-00:00:00\n")
-    result = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--quiet", "--snakefile", str(REPO / "Snakefile"), "--directory",
-         str(tmp_path), "--configfile", str(REPO / "config/smoke.yaml"), "--profile", str(REPO / "profiles/slurm")],
-        capture_output=True, text=True, timeout=300,
+    result = forked_snakemake.snakemake(
+        ["-n", "--quiet", "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path), "--configfile",
+         str(REPO / "config/smoke.yaml"), "--profile", str(REPO / "profiles/slurm")], timeout=300,
         env={**os.environ, "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}"})
     assert result.returncode == 0, result.stderr[-3000:]
     assert ("note: sinfo line 2 'gpu01|gpu|48|N/A|gpu:a100:8|2-00:00:00' could not be read: memory (MB) 'N/A' is "

@@ -13,9 +13,12 @@ from dataflex_rl.report.regenerate import regenerate
 from dataflex_rl.report.tables import latex_table_body
 from dataflex_rl.stats.simulate import simulate_records
 
+import forked_snakemake
+
 REPO = Path(__file__).resolve().parents[1]
 RELEASED = REPO.parent / "shared/data/dataflex-rl-records/all_runs_171.csv"
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
+SNAKEFILE = ["--snakefile", str(REPO / "Snakefile")]
+SNAKEMAKE = [sys.executable, "-m", "snakemake", *SNAKEFILE]
 
 
 def job_counts(output: str) -> dict[str, int]:
@@ -57,8 +60,8 @@ def test_latex_body_escapes_and_marks_missing():
 def test_released_tables_dag_has_only_the_tables_job():
     if not RELEASED.is_file():
         pytest.skip(f"{RELEASED} not present")
-    result = subprocess.run([*SNAKEMAKE, "-n", "-F", "tables", "--configfile", "config/released.yaml"], cwd=REPO,
-                            capture_output=True, text=True)
+    result = forked_snakemake.snakemake([*SNAKEFILE, "-n", "-F", "tables", "--configfile", "config/released.yaml"],
+                                        cwd=REPO)
     assert result.returncode == 0, result.stderr[-3000:]
     assert job_counts(result.stdout + result.stderr) == {"tables": 1}
     assert "no training or scoring" in result.stderr
@@ -68,8 +71,8 @@ def test_tables_with_training_outputs_deleted_retrains_nothing(tmp_path):
     """Only the records survive (every model, run and score deleted): the tables target reads them and stops there."""
     (tmp_path / "results/records").mkdir(parents=True)
     _embedded_records().to_parquet(tmp_path / "results/records/records.parquet", index=False)
-    result = subprocess.run([*SNAKEMAKE, "-n", "tables", "--configfile", str(REPO / "config/config.yaml"),
-                             "--directory", str(tmp_path)], capture_output=True, text=True)
+    result = forked_snakemake.snakemake([*SNAKEFILE, "-n", "tables", "--configfile", str(REPO / "config/config.yaml"),
+                                         "--directory", str(tmp_path)])
     assert result.returncode == 0, result.stderr[-3000:]
     assert job_counts(result.stdout + result.stderr) == {"tables": 1}
 

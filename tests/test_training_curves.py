@@ -63,8 +63,11 @@ from pathlib import Path  # noqa: E402
 
 from dataflex_rl.artefacts.provenance import write_provenance  # noqa: E402
 
+import forked_snakemake  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
+SNAKEFILE = ["--snakefile", str(REPO / "Snakefile")]
+SNAKEMAKE = [sys.executable, "-m", "snakemake", *SNAKEFILE]
 RELEASED = REPO.parent / "shared/data/dataflex-rl-records/all_runs_171.csv"
 
 
@@ -105,12 +108,11 @@ def test_rule_reads_every_runs_metrics_and_writes_the_figure_and_refuses_an_edit
 
 
 def test_training_curves_in_default_targets_of_a_training_study_only(tmp_path):
-    native = subprocess.run([*SNAKEMAKE, "-n", "--configfile", "config/config.yaml", "--directory", str(tmp_path)],
-                            cwd=REPO, capture_output=True, text=True)
+    native = forked_snakemake.snakemake([*SNAKEFILE, "-n", "--configfile", "config/config.yaml", "--directory",
+                                         str(tmp_path)], cwd=REPO)
     assert _jobs(native.stdout + native.stderr)["training_curves"] == 1
     if not RELEASED.is_file():
         pytest.skip(f"{RELEASED} not present")
-    released = subprocess.run([*SNAKEMAKE, "-n", "-F", "--configfile", "config/released.yaml"], cwd=REPO,
-                              capture_output=True, text=True)
+    released = forked_snakemake.snakemake([*SNAKEFILE, "-n", "-F", "--configfile", "config/released.yaml"], cwd=REPO)
     assert released.returncode == 0, released.stderr[-3000:]
     assert _jobs(released.stdout + released.stderr) == {"tables": 1, "all": 1}

@@ -5,8 +5,9 @@ resources. The paper's data files cannot be downloaded here, so the corpus files
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
+
+import forked_snakemake
 
 REPO = Path(__file__).resolve().parents[1]
 STAND_INS = {"dapo_math_17k.jsonl": (17_000, "What is {i} + 1?", "{j}"),
@@ -21,11 +22,11 @@ def _dry_run(workdir: Path, *overlays: str) -> subprocess.CompletedProcess:
         lines = (json.dumps({"prompt": prompt.format(i=i, j=i + 1), "answer": answer.format(i=i, j=i + 1)})
                  for i in range(rows))
         (corpus / name).write_text("\n".join(lines) + "\n")
-    return subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
+    return forked_snakemake.snakemake(
+        ["-n", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
          "--profile", "profiles/slurm", "--configfile", "config/paper.yaml", "config/campaigns/gradalign_verl.yaml",
          *overlays],
-        cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "SLURM_CONF": os.devnull})
+        cwd=REPO, timeout=300, env={**os.environ, "SLURM_CONF": os.devnull})
 
 
 def _row(summary: str, rule: str) -> list[str]:

@@ -25,13 +25,15 @@ from dataflex_rl.study.resolved import Study
 from dataflex_rl.corpus.build import benchmark_items
 
 from config_edits import set_key
+import forked_snakemake
 
 REPO = Path(__file__).resolve().parents[1]
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
+SNAKEFILE = ["--snakefile", str(REPO / "Snakefile")]
+SNAKEMAKE = [sys.executable, "-m", "snakemake", *SNAKEFILE]
 
 
 def snakemake(*args, cwd=REPO, check=True):
-    result = subprocess.run([*SNAKEMAKE, *args], cwd=cwd, capture_output=True, text=True)
+    result = forked_snakemake.snakemake([*SNAKEFILE, *args], cwd=cwd)
     if check and result.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
     return result
