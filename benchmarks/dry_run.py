@@ -332,9 +332,9 @@ def finish_tree(dag: dict, workdir: Path) -> None:
 
 def _finished_file(path: Path, out: str, job: dict) -> None:
     """An empty file, but for what the workflow reads while it builds the DAG (dataflex_rl/artefacts/readable.py,
-    dataflex_rl/artefacts/gates.py): a provenance record, the records table and a quarantine gate's report hold what a
-    real study's do (a score's record the fingerprint of its slice, a gate's report that of its data), or the dry run
-    would plan to rebuild them as damaged or stale."""
+    dataflex_rl/artefacts/gates.py): a provenance record, the records table, a quarantine gate's report and a
+    benchmark's items hold what a real study's do (a score's record the fingerprint of its slice, a gate's report that
+    of its data, a parquet file a footer), or the dry run would plan to rebuild them as damaged or stale."""
     from dataflex_rl.artefacts.gates import DATA_FINGERPRINT
     from dataflex_rl.artefacts.layout import PROVENANCE, RECORDS
 
@@ -343,7 +343,7 @@ def _finished_file(path: Path, out: str, job: dict) -> None:
         path.write_text(json.dumps({"fingerprint": recorded, "settings": {}, "outputs": {}}))
     elif job["rule"] == "quarantine_gate":
         path.write_text(json.dumps({DATA_FINGERPRINT: ast.literal_eval(job["params"])["data_fingerprint"]}))
-    elif out == RECORDS:
+    elif out == RECORDS or (job["rule"] == "benchmark_items" and out.endswith(".parquet")):
         import pandas as pd
 
         pd.DataFrame({"run_id": []}).to_parquet(path)

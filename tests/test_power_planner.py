@@ -2,6 +2,7 @@
 against statsmodels' TTestPower, by hand and on the released records; the variance source's matching rule; what it
 says without a source; the refusals; and the plan as `snakemake -n` prints it for the paper config."""
 import copy
+import json
 import math
 import os
 import re
@@ -22,6 +23,7 @@ from dataflex_rl.stats.power import minimum_detectable_effect, paired_t_power, s
 from dataflex_rl.stats.seeds import detectable_effects
 from dataflex_rl.stats.simulate import simulate_records
 from dataflex_rl.stats.summaries import run_summaries
+from dataflex_rl.study import mde_cache
 from dataflex_rl.study.config_checks import study_errors
 from dataflex_rl.study.plan import planned_jobs
 from dataflex_rl.study.power_plan import power_lines, seed_hours
@@ -88,6 +90,39 @@ def test_detectable_effects_and_the_planner_share_one_function():
                                               "n_seeds": 3, "sd": 1.581883, "delta_mean": 0.5}]), (3, 12))
     assert table.loc[0, "mde_12_seeds"] == minimum_detectable_effect(1.581883, 12)
     assert table.loc[0, "mde"] == table.loc[0, "mde_3_seeds"] == minimum_detectable_effect(1.581883, 3)
+
+
+# Run afresh: a plan's standardised MDE at 12 seeds, and whether reading it imported scipy.stats.
+REMEMBERED = """
+import sys
+from dataflex_rl.study.mde_cache import RememberedMdes
+print(repr(RememberedMdes(sys.argv[1])(12, 0.8, 0.05)), "scipy.stats" in sys.modules)
+"""
+
+
+def _remembered(workdir: Path) -> list[str]:
+    result = subprocess.run([sys.executable, "-c", REMEMBERED, str(workdir)], capture_output=True, text=True,
+                            check=True)
+    return result.stdout.split()
+
+
+def test_a_dry_run_remembers_its_roots_and_the_next_plans_with_them_without_scipy(tmp_path):
+    """The plan's roots are kept under the working directory (dataflex_rl.study.mde_cache): a later plan gets the same
+    floats, bit for bit, without importing scipy.stats; a damaged file, or one written under another scipy, is
+    computed again and written anew."""
+    computed = repr(power.standardised_mde(12, 0.8, 0.05))
+    assert _remembered(tmp_path) == [computed, "True"]  # nothing kept yet: computed with scipy
+    first = power_lines(_study(), RESOURCES, tmp_path)
+    kept = tmp_path / mde_cache.PATH
+    assert json.loads(kept.read_text())["values"] == {"12 0.8 0.05": float(computed)}
+    assert _remembered(tmp_path) == [computed, "False"]
+    assert power_lines(_study(), RESOURCES, tmp_path) == first
+
+    for damaged in ("{", json.dumps({"scipy": "0.1", "values": {"12 0.8 0.05": 1.0}})):
+        kept.write_text(damaged)
+        assert _remembered(tmp_path) == [computed, "True"]
+        assert power_lines(_study(), RESOURCES, tmp_path) == first
+        assert _remembered(tmp_path) == [computed, "False"]
 
 
 @needs_release

@@ -3,9 +3,10 @@ seeds the effect it is after needs, and what those seeds cost (docs/study-planni
 
 Per study cell and summary: the minimum detectable effect at the cell's seeds, and the seeds `stats.target_mde` needs
 (else the equivalence margin), for a two-sided paired t at `stats.alpha` with `stats.power`
-(dataflex_rl.stats.power, the computation the detectable_effects table uses). The SD of paired differences is the
-largest over the cell's method pairs that the `stats.variance_from` records have (dataflex_rl.study.variance_source):
-one number that holds for every pair it was taken over. Without a source, or for a cell or pair without a match, the
+(dataflex_rl.stats.power, the computation the detectable_effects table uses; its roots remembered in the working
+directory, dataflex_rl.study.mde_cache). The SD of paired differences is the largest over the cell's method pairs
+that the `stats.variance_from` records have (dataflex_rl.study.variance_source): one number that holds for every pair
+it was taken over. Without a source, or for a cell or pair without a match, the
 plan says so and gives the MDE in SDs. GPU- and CPU-hours are the cost plan's requested hours scaled by seeds: a seed
 of a cell is one run per method, each its train, merge and score jobs at their runtimes (an untrained base is scored
 once, whatever the seeds).
@@ -16,7 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from dataflex_rl.artefacts.layout import RECORDS
+from dataflex_rl.stats.power import minimum_detectable_effect, seeds_needed
 from dataflex_rl.study.allocation import Hours, hours_text, requested_hours
+from dataflex_rl.study.mde_cache import RememberedMdes
 from dataflex_rl.study.plan import run_jobs
 from dataflex_rl.study.resolved import Cell, Study
 
@@ -82,21 +85,20 @@ def power_lines(study: Study, resources: Mapping[str, Mapping[str, Any]], workdi
              f"); hours = seeds × a seed's runs' train, merge and score jobs as requested above",
              f"    {why}" + ("; per summary the largest SD of paired differences over the cell's method pairs in it"
                             if source else "")]
+    mdes = RememberedMdes(workdir)
     for cell in study.cells():
-        lines += _cell_lines(study, cell, source, resources, target)
+        lines += _cell_lines(study, cell, source, resources, target, mdes)
+    mdes.save()
     return lines
 
 
 def _cell_lines(study: Study, cell: Cell, source: VarianceSource | None,
-                resources: Mapping[str, Mapping[str, Any]], target: float) -> list[str]:
-    # scipy here, not at the top: every job parses the Snakefile that imports this module, and only the planning
-    # process prints the plan (about a second per job otherwise)
-    from dataflex_rl.stats.power import minimum_detectable_effect, seeds_needed
+                resources: Mapping[str, Mapping[str, Any]], target: float, mdes: RememberedMdes) -> list[str]:
     s = study.stats
     seeds = len({run.seed for run in cell.runs})
     steps = cell.runs[0].steps
     per_seed = seed_hours(study, cell, resources)
-    unit = minimum_detectable_effect(1.0, seeds, s.power, s.alpha)
+    unit = minimum_detectable_effect(1.0, seeds, s.power, s.alpha, mdes)
     head = (f"    {cell.name}: {seeds} seeds, a seed {len(_methods(cell))} runs "
             f"({_cost(1, per_seed)}); MDE {unit:.3f} × the SD of paired differences at {seeds} seeds")
     matched = source.matching_cells(cell, steps) if source else []
@@ -121,8 +123,8 @@ def _cell_lines(study: Study, cell: Cell, source: VarianceSource | None,
                          f"differences)")
             continue
         top = max(usable, key=lambda x: x.sd)
-        mde = minimum_detectable_effect(top.sd, seeds, s.power, s.alpha)
-        needed = seeds_needed(target, top.sd, s.power, s.alpha)
+        mde = minimum_detectable_effect(top.sd, seeds, s.power, s.alpha, mdes)
+        needed = seeds_needed(target, top.sd, s.power, s.alpha, mdes)
         lines.append(f"      {summary}: SD {top.sd:.2f} pt ({top.cell}, {top.method} − {top.control}, {top.n} seeds; "
                      f"the largest of {len(usable)} pair(s)) → MDE {mde:.2f} pt at {seeds} seeds "
                      f"({_cost(seeds, per_seed)}); {target:g} pt needs {needed} seeds ({_cost(needed, per_seed)})")
