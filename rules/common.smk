@@ -19,6 +19,7 @@ from dataflex_rl.study.replans import Replans
 from dataflex_rl.report.outputs import figure_paths, table_paths
 from dataflex_rl.report.scenario_specs import scenario_specs
 from dataflex_rl.study.rule_resources import backend_resources, merged_values
+from dataflex_rl.study.solve_rate_time import chunk_of
 from dataflex_rl.study.resolved import Study
 from dataflex_rl.study.files import StudyFiles
 
@@ -60,6 +61,7 @@ wildcard_constraints:
     run="|".join([layout.UNTRAINED, TRAINED_RUN]),
     regime="|".join(map(re.escape, STUDY.regimes)) or "(?!)",
     data="|".join(map(re.escape, [layout.CORPUS_DATA, *BENCHMARKS])),
+    chunk=r"\d+",
 
 
 def model_env():

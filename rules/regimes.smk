@@ -21,15 +21,17 @@ rule regime_corpus:
 
 
 # The untrained base's solve rate per clean-corpus prompt, K samples at the training temperature: what the low_utility
-# regime picks its easy prompts by (measured, not assumed).
+# regime picks its easy prompts by (measured, not assumed). The corpus is measured in chunks, one job each, which a
+# cluster runs side by side (the backend's solve_rate_job_prompts; one chunk on the embedded backend); their number is
+# fixed at dry run (dataflex_rl/study/solve_rate_time.py), and solve_rate_table puts them together.
 rule solve_rates:
     input:
         corpus=layout.CORPUS_CLEAN,
         base=lambda wc: FILES.base_model(wc.model),
     output:
-        layout.solve_rates("{model}"),
+        layout.solve_rate_chunk("{model}", "{chunk}"),
     log:
-        "logs/corpus/solve_rates/{model}.log",
+        "logs/corpus/solve_rates/{model}/chunk{chunk}.log",
     conda:
         MODEL_ENV
     threads: STUDY.threads
@@ -38,5 +40,23 @@ rule solve_rates:
     params:
         settings=per_model(STUDY.solve_rates_slice),
         job=per_model(STUDY.solve_rates_job),
+        chunk=lambda wc: chunk_of(STUDY, wc.model, int(wc.chunk)),
     script:
         "../workflow_scripts/solve_rates.py"
+
+
+rule solve_rate_table:
+    input:
+        corpus=layout.CORPUS_CLEAN,
+        base=lambda wc: FILES.base_model(wc.model),
+        chunks=lambda wc: FILES.solve_rate_chunks(wc.model),
+    output:
+        layout.solve_rates("{model}"),
+    log:
+        "logs/corpus/solve_rates/{model}.log",
+    conda:
+        "../envs/cpu.yaml"
+    params:
+        settings=per_model(STUDY.solve_rates_slice),
+    script:
+        "../workflow_scripts/solve_rate_table.py"

@@ -15,7 +15,7 @@ MODEL_PACKAGES = ("torch", "transformers")
 MODEL_JOBS = {"base_model", "train", "score", "solve_rates", "merge"}
 MODEL_FREE_JOBS = {"corpus", "benchmark_items", "quarantine_gate", "calibrate", "decontaminate", "parse_gate", "records",
                    "tables",
-                   "training_curves", "selection_tables", "scenario_tables", "regime_corpus", "audit"}
+                   "training_curves", "selection_tables", "scenario_tables", "regime_corpus", "solve_rate_table", "audit"}
 PROBE = """
 import runpy, sys
 try:

@@ -11,7 +11,7 @@ from dataflex_rl.artefacts.layout import UNTRAINED
 from dataflex_rl.study.config_checks import resource_errors
 from dataflex_rl.study.resolved import Study
 from dataflex_rl.study.rule_resources import backend_resources
-from dataflex_rl.study.solve_rate_time import solve_rate_lines, solve_rate_time
+from dataflex_rl.study.solve_rate_time import chunk_count, chunk_of, solve_rate_lines, solve_rate_time
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
@@ -115,6 +115,29 @@ def test_the_solve_rate_runtime_is_its_generations_times_tokens_over_the_through
     assert backend_resources(given, "solve_rates", tmp_path)["runtime"] == 100
 
 
+def test_the_corpus_is_measured_in_chunks_of_the_backends_job_size(tmp_path, monkeypatch):
+    """351 prompts at most in jobs of 100: ⌈351 / 100⌉ = 4 jobs, each sized for 100 prompts (100 × 32 × 8192 tokens /
+    5000 a second = 87.4 → 88 min, + 15 to start), and one solve_rates job per chunk in the DAG's inputs."""
+    from dataflex_rl.backends.verl.backend import VerlBackend
+    from dataflex_rl.study.files import StudyFiles
+
+    monkeypatch.setattr(VerlBackend, "solve_rate_job_prompts", 100)
+    study = _solve_rate_study(tmp_path, {})
+    assert chunk_count(study, "qwen", tmp_path) == 4
+    assert [chunk_of(study, "qwen", i, tmp_path) for i in (0, 3)] == [{"index": 0, "of": 4, "size": 100},
+                                                                       {"index": 3, "of": 4, "size": 100}]
+    sized = solve_rate_time(study, "qwen", tmp_path)
+    assert (sized.rows, sized.corpus_rows, sized.chunks, sized.tokens, sized.minutes) == (
+        100, 351, 4, 26_214_400, 103)
+    assert solve_rate_lines(study, tmp_path)[0].startswith(
+        "solve rates of qwen: runtime sized at 100 prompts at most (one of 4 jobs over the corpus's 351 at most: "
+        "corpus.items_per_domain 1 over 1 domain(s) of corpus.sources: 1; corpus.files[0] 'a.jsonl': 200; "
+        "corpus.files[1] 'b.jsonl': 150) × K = 32 samples")
+    monkeypatch.chdir(tmp_path)  # the Snakefile's look-ups count the corpus files from the working directory
+    assert StudyFiles(study, [], []).solve_rate_chunks("qwen") == [
+        f"results/corpus/solve_rates/qwen/chunk{i}.parquet" for i in range(4)]
+
+
 def test_an_embedded_solve_rate_job_keeps_the_rules_defaults(tmp_path):
     config = copy.deepcopy(SMOKE)
     config["regimes"] = {"easy": {"transform": "low_utility", "share": 0.5}}
@@ -134,7 +157,7 @@ def test_a_sized_solve_rate_runtime_beyond_the_partition_is_refused_with_its_ari
         "corpus.sources: 1; corpus.files[0] 'a.jsonl': 200; corpus.files[1] 'b.jsonl': 150) × K = 32 samples "
         "(training.rollouts) × up to 8,192 tokens (training.max_new_tokens) = 92,012,544 tokens at an assumed 5,000 "
         "tokens/s of one vLLM engine (batch-invariant; calibrated on no GPU) + 15 min to start = 322 min; with runtime "
-        "120 the job finishes over ⌈322 / 120⌉ = 3 attempts, each resuming from the parts of 512 prompts kept: set "
+        "120 a job finishes over ⌈322 / 120⌉ = 3 attempts, each resuming from the parts of 512 prompts kept: set "
         "models.qwen.resources.solve_rates.runtime to 120 and the profile's retries to at least 2, or measure fewer "
         "prompts or shorter answers); lower the request (profile set-resources or --set-resources) or use another "
         "partition"]

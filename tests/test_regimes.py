@@ -230,6 +230,7 @@ def test_same_seed_same_outputs_other_seed_other_outputs(corpus, transform, para
 
 # --- parameter checks -----------------------------------------------------------------------------------------------
 DOMAINS = ["logic", "math", "science"]
+WHOLE_CORPUS = {"index": 0, "of": 1, "size": None}  # a solve-rate job's chunk on a one-stream backend (embedded)
 BAD = [
     ("label_nosie", {"fraction": 0.2}, "unknown transform 'label_nosie'; did you mean 'label_noise'? (known: "),
     ("subset", {"fraction": 1.5}, "parameter 'fraction' of transform 'subset': 1.5 is outside (0, 1]; use a number in "
@@ -357,7 +358,7 @@ def test_the_solve_rate_job_resumes_from_its_saved_parts_after_a_kill(tiny, tmp_
     monkeypatch.setattr(jobs, "measure_solve_rates", killed_in_third_part)
 
     def run(out, sampling=job["sampling"]):
-        jobs.measure_base_solve_rates({**job, "sampling": sampling}, base=root / "base",
+        jobs.measure_base_solve_rates({**job, "sampling": sampling}, WHOLE_CORPUS, base=root / "base",
                                       corpus=tmp_path / "corpus.parquet", out=out)
 
     kill = False
@@ -384,3 +385,66 @@ def test_the_solve_rate_job_resumes_from_its_saved_parts_after_a_kill(tiny, tmp_
     run(tmp_path / "changed" / "rates.parquet", {**job["sampling"], "temperature": 0.7})  # another key: nothing reused
     assert [len(ids) for ids in measured] == [4, 4, 2]
     assert not any((tmp_path / "changed" / STATE).iterdir())  # the stale parts went too
+
+
+@pytest.mark.parametrize("size, of, expected", [
+    (4, 3, [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]),
+    (4, 4, [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9], []]),  # the dry run's bound was above the corpus: the last is empty
+    (4, 2, [[0, 1, 2, 3], [4, 5, 6, 7, 8, 9]]),  # below it (never, as a bound): the last takes every row left
+    (None, 1, [list(range(10))]),
+])
+def test_each_solve_rate_job_measures_its_chunk_of_the_corpus(size, of, expected):
+    from dataflex_rl.study.jobs import chunk_rows
+
+    rows = pd.DataFrame({"id": list(range(10))})
+    assert [list(chunk_rows(rows, {"index": i, "of": of, "size": size})["id"]) for i in range(of)] == expected
+
+
+def _solve_rate_job(tiny, tmp_path):
+    from dataflex_rl.artefacts.provenance import write_provenance
+    from dataflex_rl.backends.embedded.backend import EmbeddedBackend
+
+    root, corpus = tiny
+    corpus.head(10).to_parquet(tmp_path / "corpus.parquet")
+    write_provenance(root / "base" / "provenance.json", {"model": "tiny"}, [root / "base"])
+    return {"model": EmbeddedBackend().model_settings({}), "template": TEMPLATE,
+            "sampling": {"rollouts": 4, "temperature": 1.0, "max_new_tokens": 8}}, root / "base"
+
+
+def test_the_solve_rate_table_of_chunk_jobs_is_the_one_jobs_byte_for_byte(tiny, tmp_path, monkeypatch):
+    """Chunks of 8 prompts in parts of 4 (as verl measures them, each part's draws seeded as one pass's) give, put
+    together by the table job, the file one job measuring the corpus in parts of 4 writes; on the embedded backend's
+    one chunk the table is that job's file as it is: what the rule solve_rates wrote before it had chunks."""
+    from dataflex_rl.backends.embedded.backend import EmbeddedBackend
+    from dataflex_rl.study import jobs
+
+    job, base = _solve_rate_job(tiny, tmp_path)
+    corpus = tmp_path / "corpus.parquet"
+    monkeypatch.setattr(EmbeddedBackend, "solve_rate_part", 4)
+    jobs.measure_base_solve_rates(job, WHOLE_CORPUS, base=base, corpus=corpus, out=tmp_path / "one.parquet")
+    chunks = [tmp_path / "chunks" / f"chunk{i}.parquet" for i in range(3)]
+    for index, chunk in enumerate(chunks):  # 10 prompts, chunks of 8 as the dry run would cut a bound of 17
+        jobs.measure_base_solve_rates(job, {"index": index, "of": 3, "size": 8}, base=base, corpus=corpus, out=chunk)
+    assert len(pd.read_parquet(chunks[2])) == 0  # no prompt left for it
+    jobs.solve_rate_table(chunks, base=base, corpus=corpus, out=tmp_path / "table.parquet")
+    assert (tmp_path / "table.parquet").read_bytes() == (tmp_path / "one.parquet").read_bytes()
+    jobs.solve_rate_table([tmp_path / "one.parquet"], base=base, corpus=corpus, out=tmp_path / "as_is.parquet")
+    assert (tmp_path / "as_is.parquet").read_bytes() == (tmp_path / "one.parquet").read_bytes()
+
+
+def test_the_solve_rate_table_refuses_chunks_that_do_not_add_up(tiny, tmp_path):
+    from dataflex_rl.study import jobs
+
+    job, base = _solve_rate_job(tiny, tmp_path)
+    corpus = tmp_path / "corpus.parquet"
+    chunks = [tmp_path / f"chunk{i}.parquet" for i in range(2)]
+    for index, chunk in enumerate(chunks):
+        jobs.measure_base_solve_rates(job, {"index": index, "of": 2, "size": 5}, base=base, corpus=corpus, out=chunk)
+    with pytest.raises(ValueError, match=r"chunk0.parquet: prompts \[.*\] are in an earlier chunk too"):
+        jobs.solve_rate_table([chunks[0], chunks[0]], base=base, corpus=corpus, out=tmp_path / "table.parquet")
+    with pytest.raises(ValueError, match=r"table.parquet: no chunk measured 5 prompt\(s\) of .*corpus.parquet"):
+        jobs.solve_rate_table(chunks[:1], base=base, corpus=corpus, out=tmp_path / "table.parquet")
+    pd.read_parquet(corpus).head(9).to_parquet(corpus)  # the corpus changed after the chunks were measured
+    with pytest.raises(ValueError, match=r"chunk0.parquet: measured from other inputs than .*corpus.parquet"):
+        jobs.solve_rate_table(chunks, base=base, corpus=corpus, out=tmp_path / "table.parquet")
+    assert not (tmp_path / "table.parquet").exists()

@@ -59,11 +59,16 @@ def test_the_verl_scenarios_plan_their_rounds_and_resources(tmp_path):
     # S2's model holds 4096 positions (declared: its config.json is not cached here): its own lengths fill them
     assert ("qwen2.5-math-1.5b (context 4096 declared) at its own lengths, over the study's in the commands below: "
             "training.max_new_tokens 3072, evaluation.max_new_tokens 3072") in summary
-    # S3's solve rates: 1 + 17,000 + 20,000 + 4,000 prompts × K = 32 × 8192 tokens at 5000 tokens/s: 35,827.2 →
-    # 35,828 min, + 15 to start; one job of one GPU: 597.4 GPU-hours, × 8 CPUs 4,779.1 CPU-hours
-    assert "= 10,748,166,144 tokens at an assumed 5,000 tokens/s" in summary
-    assert _row(summary, "solve_rates")[:10] == ["solve_rates", "1", "8", "8", "64000", "1", "35843", "597.4",
-                                                 "4,779.1", "gpu"]
+    # S3's solve rates: 1 + 17,000 + 20,000 + 4,000 prompts in ⌈41,001 / 1,024⌉ = 41 jobs, each at most 1,024 prompts
+    # × K = 32 × 8192 tokens = 268,435,456 tokens at 5000 tokens/s: 894.8 → 895 min, + 15 to start = 910; 41 jobs of
+    # one GPU: 621.8 GPU-hours, × 8 CPUs 4,974.7 CPU-hours (one job of 35,843 min before: beyond any partition)
+    assert ("1,024 prompts at most (one of 41 jobs over the corpus's 41,001 at most: corpus.items_per_domain 1 over 1 "
+            "domain(s)") in summary
+    assert "= 268,435,456 tokens at an assumed 5,000 tokens/s of one vLLM engine" in summary and "= 910 min" in summary
+    assert _row(summary, "solve_rates")[:10] == ["solve_rates", "41", "8", "8", "64000", "1", "910", "621.8",
+                                                 "4,974.7", "gpu"]
+    assert _row(summary, "solve_rate_table")[:3] == ["solve_rate_table", "1", "1"]
+    assert _row(result.stdout, "solve_rates") == ["solve_rates", "41"]  # what Snakemake plans: one job a chunk
 
 
 def test_s2_at_the_studys_lengths_is_refused_for_its_4096_positions(tmp_path):

@@ -171,8 +171,8 @@ def test_sampled_solve_rates_draw_distinct_samples_and_repeat_under_their_seed(g
     from dataflex_rl.backends.verl.backend import VerlBackend
 
     monkeypatch.setattr(VerlBackend, "solve_rate_part", 2)  # the job's saved parts: 3 here
-    measure_base_solve_rates(_verl_job(vllm_model[0], sampling=sampling), base=None, corpus=tmp_path / "corpus.parquet",
-                             out=tmp_path / "rates.parquet", gpus=1)
+    measure_base_solve_rates(_verl_job(vllm_model[0], sampling=sampling), {"index": 0, "of": 1, "size": None},
+                             base=None, corpus=tmp_path / "corpus.parquet", out=tmp_path / "rates.parquet", gpus=1)
     job_rates = pd.read_parquet(tmp_path / "rates.parquet").set_index("id")["solve_rate"].to_dict()
     again = measure_solve_rates(generator, items, TEMPLATE, samples=SAMPLES, temperature=1.0, max_new_tokens=8)
     assert job_rates == again

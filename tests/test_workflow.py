@@ -508,3 +508,30 @@ def test_items_replaced_under_an_older_mtime_and_one_run_rescored_are_two_item_s
     assert {layout.calibration("gcd"), layout.DECONTAMINATION_AUDIT} <= readers
     markdown = (smoke_tree / layout.AUDIT_MD).read_text()
     assert markdown.index("`gcd` scored against 2 item sets") < markdown.index("cells (runs and untrained bases)")
+
+
+def test_the_solve_rates_are_measured_by_chunk_jobs_and_put_together_by_the_table_job(smoke_study_copy):
+    """A low_utility regime added to the finished smoke study: its solve rates are the only new work the target asks
+    for, one solve_rates job (the embedded backend's one chunk: its samples come from one stream) and the table job,
+    whose file holds every clean-corpus prompt once, K samples each, with the inputs' sha256, byte for byte the
+    chunk's; deleting the table alone re-runs the table job only."""
+    study = smoke_study_copy
+    overlay = study / "low_utility.yaml"
+    overlay.write_text(yaml.safe_dump({"regimes": {"easy": {"transform": "low_utility", "share": 0.5}}}))
+    target = layout.solve_rates("tiny-qwen2")
+    args = [target, "--cores", "2", "--directory", str(study), "--configfile", str(REPO / "config/smoke.yaml"),
+            str(overlay)]
+    result = snakemake(*args)
+    counts = job_counts(result.stdout + result.stderr)
+    assert {rule: n for rule, n in counts.items() if rule not in ("total",)} == {"solve_rates": 1,
+                                                                                "solve_rate_table": 1}
+    chunk = study / layout.solve_rate_chunk("tiny-qwen2", 0)
+    table = pd.read_parquet(study / target)
+    clean = pd.read_parquet(study / layout.CORPUS_CLEAN)
+    assert sorted(table["id"]) == sorted(clean["id"]) and table["id"].is_unique
+    assert set((table["solve_rate"] * 6).round(9) % 1) == {0}  # K = training.rollouts = 6 samples a prompt
+    assert parquet_inputs(study / target)["corpus"]["path"] == layout.CORPUS_CLEAN
+    assert (study / target).read_bytes() == chunk.read_bytes()
+    (study / target).unlink()
+    again = snakemake(*args)
+    assert job_counts(again.stdout + again.stderr) == {"solve_rate_table": 1, "total": 1}

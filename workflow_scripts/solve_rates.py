@@ -7,6 +7,7 @@ if __name__ == "__main__":
     with job_log(snakemake.log[0]):
         measure_base_solve_rates(
             snakemake.params.job,
+            snakemake.params.chunk,
             base=snakemake.input.base or None,
             corpus=snakemake.input.corpus,
             out=snakemake.output[0],

@@ -221,6 +221,11 @@ def solve_rates(model: str) -> str:
     return f"{RESULTS}/corpus/solve_rates/{model}.parquet"
 
 
+def solve_rate_chunk(model: str, chunk) -> str:
+    """The solve rates one job measured: chunk `chunk` of the clean corpus (dataflex_rl.study.solve_rate_time)."""
+    return f"{RESULTS}/corpus/solve_rates/{model}/chunk{chunk}.parquet"
+
+
 def trained_run_pattern(methods, regimes) -> str:
     """The regular expression of a trained run's `{run}` wildcard value for these method and regime names."""
     regime = "|".join(re.escape(r) for r in [FULL_DATA, *regimes])

@@ -153,6 +153,9 @@ class RunBackend(Protocol):
     # reuses; None: the whole corpus in one, for a generator whose samples of all prompts come from one stream (the
     # parts would then change the rates).
     solve_rate_part: int | None
+    # Prompts per solve-rate job (dataflex_rl.study.solve_rate_time: the corpus in chunks of this many, one job each,
+    # which a cluster runs side by side), a multiple of `solve_rate_part`; None: the whole corpus in one job.
+    solve_rate_job_prompts: int | None
     # Generated tokens a second of the solve-rate job's engine, which the dry run sizes that job's runtime by
     # (dataflex_rl.study.solve_rate_time); None: the rule's default runtime.
     solve_rate_tokens_per_second: float | None

@@ -17,6 +17,7 @@ from dataflex_rl.artefacts.provenance import fingerprint
 from dataflex_rl.report.outputs import figure_paths, table_paths
 from dataflex_rl.report.scenario_specs import scenario_specs
 from dataflex_rl.study.resolved import Study
+from dataflex_rl.study.solve_rate_time import chunk_count
 
 
 class StudyFiles:
@@ -154,6 +155,11 @@ class StudyFiles:
     def solve_rates(self, regime: str, model: str) -> list[str]:
         """The untrained base's solve rates a regime corpus reads, where its transform reads them (low_utility)."""
         return [layout.solve_rates(model)] if self.study.regimes[regime].needs_solve_rates else []
+
+    def solve_rate_chunks(self, model: str) -> list[str]:
+        """The solve rates of each job that measures `model`'s corpus, in corpus order (rule solve_rate_table's
+        inputs)."""
+        return [layout.solve_rate_chunk(model, index) for index in range(chunk_count(self.study, model))]
 
     def metrics_runs(self, cell_runs) -> list[dict[str, Any]]:
         """Each (cell, run)'s per-step metrics and train provenance record, with what the figures label it by."""

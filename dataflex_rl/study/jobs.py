@@ -21,8 +21,8 @@ from dataflex_rl.backends.registry import get_backend
 from dataflex_rl.evaluate import shards
 from dataflex_rl.evaluate.scoring import score_benchmarks
 from dataflex_rl.artefacts.layout import PROVENANCE
-from dataflex_rl.artefacts.provenance import (inputs_metadata, plain_input, refuse_other_settings, state_key,
-                                              verified_input, write_provenance)
+from dataflex_rl.artefacts.provenance import (inputs_metadata, parquet_inputs, plain_input, refuse_other_settings,
+                                              state_key, verified_input, write_provenance)
 from dataflex_rl.artefacts.state_lock import held_state
 from dataflex_rl.training.recipe import GRPOSettings
 from dataflex_rl.regimes.low_utility import measure_solve_rates
@@ -48,15 +48,30 @@ def build_base_model(job: Mapping[str, Any], settings: Mapping[str, Any], *, cor
                          runtime={"threads": threads})
 
 
-def measure_base_solve_rates(job: Mapping[str, Any], *, base, corpus, out, threads: int = 1, gpus: int = 0) -> None:
-    """The untrained base's solve rate per corpus prompt (`job["sampling"]`: K samples, temperature, answer length),
-    written as a parquet of (id, solve_rate): the low_utility regime's input, with the sha256 of the corpus and base
-    it read in its metadata. The corpus is measured in parts of the backend's `solve_rate_part` prompts (each part's
-    draws seeded as one pass's are), each kept as a shard (evaluate.shards.part_path, keyed by the job and its
+def chunk_rows(rows: pd.DataFrame, chunk: Mapping[str, Any]) -> pd.DataFrame:
+    """A solve-rate job's rows of the corpus (its `chunk`: dataflex_rl.study.solve_rate_time.chunk): rows
+    [index × size, (index + 1) × size), the last chunk every row from its start on (none where the corpus is smaller
+    than the dry run's bound), the whole corpus for a size of None."""
+    if chunk["size"] is None:
+        return rows
+    start = chunk["index"] * chunk["size"]
+    return rows.iloc[start:] if chunk["index"] == chunk["of"] - 1 else rows.iloc[start:start + chunk["size"]]
+
+
+def _rates_frame(rates: Mapping[str, float]) -> pd.DataFrame:
+    return pd.DataFrame({"id": list(rates), "solve_rate": list(rates.values())})
+
+
+def measure_base_solve_rates(job: Mapping[str, Any], chunk: Mapping[str, Any], *, base, corpus, out, threads: int = 1,
+                             gpus: int = 0) -> None:
+    """The untrained base's solve rate per prompt of the job's chunk of the corpus (`job["sampling"]`: K samples,
+    temperature, answer length; `chunk_rows`), written as a parquet of (id, solve_rate) with the sha256 of the corpus
+    and base it read in its metadata. The chunk is measured in parts of the backend's `solve_rate_part` prompts (each
+    part's draws seeded as one pass's are), each kept as a shard (evaluate.shards.part_path, keyed by the job and its
     inputs) that a retry after a kill or a requeue reuses; the shards go once the output is written."""
     inputs = {"corpus": plain_input(corpus), **_base_input(base)}  # a damaged base is refused, naming the file
     backend = get_backend(job["model"]["backend"])
-    rows = pd.read_parquet(corpus)
+    rows = chunk_rows(pd.read_parquet(corpus), chunk)
     size = backend.solve_rate_part or max(1, len(rows))
     starts = range(0, len(rows), size)
     key, sampling, generator, measured = state_key(job, inputs), job["sampling"], None, {}
@@ -73,13 +88,34 @@ def measure_base_solve_rates(job: Mapping[str, Any], *, base, corpus, out, threa
             rates = measure_solve_rates(generator, rows.iloc[start:start + size], job["template"],
                                         samples=sampling["rollouts"], temperature=sampling["temperature"],
                                         max_new_tokens=sampling["max_new_tokens"])
-            write_parquet(path, pd.DataFrame({"id": list(rates), "solve_rate": list(rates.values())}))
+            write_parquet(path, _rates_frame(rates))
             print(f"solve rates, part {part + 1} of {len(starts)}: {len(rates)} prompts × {sampling['rollouts']} "
                   f"samples in {time.monotonic() - began:.0f} s", file=sys.stderr, flush=True)
         measured.update(rates)
-    write_parquet(out, pd.DataFrame({"id": list(measured), "solve_rate": list(measured.values())}),
-                  metadata=inputs_metadata(inputs))
+    write_parquet(out, _rates_frame(measured), metadata=inputs_metadata(inputs))
     shards.remove_shards(out)
+
+
+def solve_rate_table(chunks: Sequence, *, base, corpus, out) -> None:
+    """The solve rates of the whole corpus from its jobs' `chunks` (measure_base_solve_rates), in their order, with
+    the sha256 of the corpus and base in its metadata: refused, naming the chunk, where a chunk was measured from
+    other inputs or the chunks do not hold every corpus prompt exactly once."""
+    inputs, rates = {"corpus": plain_input(corpus), **_base_input(base)}, {}
+    for path in chunks:
+        if parquet_inputs(path) != inputs:
+            raise ValueError(f"{path}: measured from other inputs than {corpus}{' and ' + str(base) if base else ''} "
+                             f"now hold (the sha256 in its metadata); delete it and rerun, and Snakemake measures it "
+                             f"again")
+        chunk = pd.read_parquet(path)
+        repeated = sorted(set(rates) & set(chunk["id"].map(str)))
+        if repeated:
+            raise ValueError(f"{path}: prompts {repeated[:3]} are in an earlier chunk too; delete the chunks and rerun")
+        rates.update(zip(chunk["id"].map(str), chunk["solve_rate"].map(float)))
+    missing = sorted(set(pd.read_parquet(corpus, columns=["id"])["id"].map(str)) - set(rates))
+    if missing:
+        raise ValueError(f"{out}: no chunk measured {len(missing)} prompt(s) of {corpus} (e.g. {missing[:3]}); delete "
+                         f"the chunks and rerun")
+    write_parquet(out, _rates_frame(rates), metadata=inputs_metadata(inputs))
 
 
 def training_state(state_dir, settings: Mapping[str, Any], inputs: Mapping[str, Mapping[str, str]]) -> Path:

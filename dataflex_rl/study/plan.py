@@ -13,7 +13,7 @@ from dataflex_rl.backends.registry import get_backend
 from dataflex_rl.item_sources.paths import benchmark_paths
 from dataflex_rl.artefacts.layout import FULL_DATA
 from dataflex_rl.study.resolved import Study
-from dataflex_rl.study.solve_rate_time import solve_rate_lines
+from dataflex_rl.study.solve_rate_time import chunk_count, solve_rate_lines
 from dataflex_rl.item_sources.registry import get_benchmark
 
 
@@ -47,7 +47,8 @@ def planned_jobs(study: Study) -> dict[str, int]:
         "calibrate": benchmarks,
         "decontaminate": 1,
         "base_model": sum(m.builds_base_model for m in study.models.values()),
-        "solve_rates": len(study.solve_rates_models()),
+        "solve_rates": sum(chunk_count(study, model) for model in study.solve_rates_models()),
+        "solve_rate_table": len(study.solve_rates_models()),
         "regime_corpus": len(study.regime_corpora()),
         "train": len(study.runs),
         "merge": sum(run_jobs(study, run.model)["merge"] for run in study.runs),

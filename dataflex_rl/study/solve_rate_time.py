@@ -1,16 +1,21 @@
-"""The runtime the dry run asks for a solve-rate job (rule solve_rates: the untrained base's K samples per
-clean-corpus prompt, which the low_utility regime reads), where the model's backend states a decoding throughput
-(`solve_rate_tokens_per_second`: verl's vLLM engine); a backend without one (embedded) keeps the rule's defaults.
+"""How a model's solve rates are measured as jobs (rule solve_rates: the untrained base's K samples per clean-corpus
+prompt, which the low_utility regime reads; rule solve_rate_table puts the jobs' rates together), and the runtime the
+dry run asks for each job where the model's backend states a decoding throughput (`solve_rate_tokens_per_second`:
+verl's vLLM engine); a backend without one (embedded) keeps the rule's defaults.
 
-The job's work is bounded by what the dry run knows: at most `rows` prompts (the corpus's upper bound before
-decontamination and de-duplication: dataflex_rl.study.corpus_bound) × K samples (the model's training.rollouts) ×
-up to max_new_tokens tokens each (the model's own, else training.max_new_tokens: every sample decoded to the cap,
-the worst case). Its runtime is that many tokens at the backend's throughput, plus the engine's start, in whole
-minutes: sized so that the job does not time out under the stated throughput, which no GPU run has calibrated yet. A
-model's own `resources.solve_rates.runtime` (or a profile's set-resources, or --set-resources) replaces it; the job
-keeps each finished part (the backend's `solve_rate_part` prompts), so an attempt cut short by its time limit loses
-only the part it was measuring, and a retry resumes. The dry run holds it to `cluster.partitions`' max_runtime as every
-other job's runtime (config_checks.resource_errors), or without them to its partition's time limit where sinfo answers
+The corpus is measured in chunks of the backend's `solve_rate_job_prompts` prompts, one job each, which Slurm runs
+side by side on as many GPUs as it has (verl: 1024 prompts; the embedded backend, whose samples come from one stream,
+measures the whole corpus in one job). Their number is fixed at dry run from what it knows of the corpus: at most
+`rows` prompts (its upper bound before decontamination and de-duplication: dataflex_rl.study.corpus_bound), so chunk i
+holds the clean corpus's rows [i × size, (i + 1) × size) and the last one the rest, which may be none. A chunk's work
+is at most its prompts × K samples (the model's training.rollouts) × max_new_tokens tokens (the model's own, else
+training.max_new_tokens: every sample decoded to the cap, the worst case). Its runtime is that many tokens at the
+backend's throughput, plus the engine's start, in whole minutes: sized so that the job does not time out under the
+stated throughput, which no GPU run has calibrated yet. A model's own `resources.solve_rates.runtime` (or a
+profile's set-resources, or --set-resources) replaces it; a job keeps each finished part (the backend's
+`solve_rate_part` prompts), so an attempt cut short by its time limit loses only the part it was measuring, and a retry
+resumes. The dry run holds it to `cluster.partitions`' max_runtime as every other job's runtime
+(config_checks.resource_errors), or without them to its partition's time limit where sinfo answers
 (slurm_nodes.node_fit_errors), and the summary prints the arithmetic.
 """
 from __future__ import annotations
@@ -29,11 +34,14 @@ SIZED_RUNTIME = ("solve_rates", "runtime")  # the rule and resource sized here
 
 @dataclass(frozen=True)
 class SolveRateTime:
-    """A solve-rate job's work and the runtime it is given."""
+    """A solve-rate job's work and the runtime it is given: `rows` prompts at most (a chunk's, or the corpus's bound
+    where it is smaller), of a corpus of at most `corpus_rows` in `chunks` jobs."""
 
     model: str
     rows: int
+    corpus_rows: int
     made_of: str  # how the corpus's row bound is made up (corpus_rows_bound)
+    chunks: int
     samples: int
     max_new_tokens: int
     length_key: str  # the setting max_new_tokens comes from: the model's own, or the study's
@@ -48,10 +56,12 @@ class SolveRateTime:
         return START_MINUTES + math.ceil(self.tokens / self.tokens_per_second / 60)
 
     def arithmetic(self) -> str:
-        return (f"{self.rows:,} prompts at most ({self.made_of}) × K = {self.samples} samples (training.rollouts) × "
-                f"up to {self.max_new_tokens:,} tokens ({self.length_key}) = {self.tokens:,} tokens at an assumed "
-                f"{self.tokens_per_second:,.0f} tokens/s of one vLLM engine (batch-invariant; calibrated on no GPU) "
-                f"+ {START_MINUTES} min to start = {self.minutes:,} min")
+        source = (self.made_of if self.chunks == 1 else
+                  f"one of {self.chunks} jobs over the corpus's {self.corpus_rows:,} at most: {self.made_of}")
+        return (f"{self.rows:,} prompts at most ({source}) × K = {self.samples} samples (training.rollouts) × up to "
+                f"{self.max_new_tokens:,} tokens ({self.length_key}) = {self.tokens:,} tokens at an assumed {self.tokens_per_second:,.0f} tokens/s of "
+                f"one vLLM engine (batch-invariant; calibrated on no GPU) + {START_MINUTES} min to start = "
+                f"{self.minutes:,} min")
 
 
 _ROWS: dict[tuple[str, Path], tuple[int, str] | None] = {}
@@ -66,17 +76,35 @@ def _rows_bound(study: Study, workdir: Path) -> tuple[int, str] | None:
     return _ROWS[key]
 
 
-def solve_rate_time(study: Study, model: str, workdir: Path = Path(".")) -> SolveRateTime | None:
-    """The sized solve-rate job of `model`, None where its backend states no throughput or a corpus file cannot be
-    counted (its own check refuses it)."""
-    spec = study.models[model]
-    throughput = get_backend(spec.backend).solve_rate_tokens_per_second
+def chunk_count(study: Study, model: str, workdir: Path = Path(".")) -> int:
+    """How many solve-rate jobs measure `model`'s corpus: its row bound over the backend's `solve_rate_job_prompts`,
+    rounded up; one where the backend measures the corpus in one job or a corpus file cannot be counted (its own check
+    refuses it)."""
+    size = get_backend(study.models[model].backend).solve_rate_job_prompts
     bound = _rows_bound(study, Path(workdir).resolve())
-    if throughput is None or bound is None:
+    return 1 if size is None or bound is None else max(1, math.ceil(bound[0] / size))
+
+
+def chunk_of(study: Study, model: str, index: int, workdir: Path = Path(".")) -> dict[str, int | None]:
+    """Job `index`'s share of the clean corpus (rule solve_rates' `chunk` param): `index` of `of` chunks of `size`
+    prompts (None: the whole corpus); dataflex_rl.study.jobs.chunk_rows picks its rows."""
+    return {"index": index, "of": chunk_count(study, model, workdir),
+            "size": get_backend(study.models[model].backend).solve_rate_job_prompts}
+
+
+def solve_rate_time(study: Study, model: str, workdir: Path = Path(".")) -> SolveRateTime | None:
+    """The sized solve-rate job of `model` (each of its chunks: the largest), None where its backend states no
+    throughput or a corpus file cannot be counted (its own check refuses it)."""
+    spec = study.models[model]
+    backend = get_backend(spec.backend)
+    bound = _rows_bound(study, Path(workdir).resolve())
+    if backend.solve_rate_tokens_per_second is None or bound is None:
         return None
+    rows, made_of = bound
     training = study.model_training(model)
-    return SolveRateTime(model, *bound, training.rollouts, training.max_new_tokens,
-                         spec.setting_key("training", "max_new_tokens"), throughput)
+    return SolveRateTime(model, min(rows, backend.solve_rate_job_prompts or rows), rows, made_of,
+                         chunk_count(study, model, workdir), training.rollouts, training.max_new_tokens,
+                         spec.setting_key("training", "max_new_tokens"), backend.solve_rate_tokens_per_second)
 
 
 def sized_runtime(study: Study, model: str, workdir: Path = Path(".")) -> int | None:
@@ -115,7 +143,7 @@ def runtime_sizing(study: Study, runtime: int, limit: int, workdir: Path = Path(
         return ""
     model = sized[0].model
     part = get_backend(study.models[model].backend).solve_rate_part
-    return (f" (sized for the solve rates of {model}: {sized[0].arithmetic()}; with runtime {limit} the job finishes "
+    return (f" (sized for the solve rates of {model}: {sized[0].arithmetic()}; with runtime {limit} a job finishes "
             f"over ⌈{runtime} / {limit}⌉ = {math.ceil(runtime / limit)} attempts, each resuming from the parts of "
             f"{part} prompts kept: set models.{model}.resources.solve_rates.runtime to {limit} and the profile's "
             f"retries to at least {math.ceil(runtime / limit) - 1}, or measure fewer prompts or shorter answers)")

@@ -76,6 +76,7 @@ class EmbeddedBackend:
     # its generator draws every prompt's samples from one seeded stream (generation.py), so one part: the rates a
     # part would measure depend on the others
     solve_rate_part = None
+    solve_rate_job_prompts = None
     solve_rate_tokens_per_second = None  # CPU jobs: the rule's default runtime
 
     def model_settings(self, entry: Mapping[str, Any]) -> dict[str, Any]:

@@ -103,6 +103,9 @@ class VerlBackend:
     # (scoring.BATCH_INVARIANT), so the parts give the rates of one pass; 512 prompts × K = 32 samples at up to 8k
     # tokens is about an hour of one GPU, the most a kill or a requeue loses
     solve_rate_part = 512
+    # Two parts a job: ~15 h of one GPU at the worst case below (every sample to 8k tokens), within a 1-day partition;
+    # a corpus of 41k prompts (GradAlign's S3) is 41 jobs, which a cluster runs side by side
+    solve_rate_job_prompts = 1024
     # What the dry run sizes a solve-rate job's runtime by (dataflex_rl.study.solve_rate_time): generated tokens a
     # second of its one vLLM engine under batch invariance. An assumption, calibrated on no GPU: the low end of the
     # 5-10k docs/backends.md assumes for scoring a 1.5B model, below the ~7k a second estimated for decoding an 8B model
