@@ -502,6 +502,25 @@ CASES = [
          ("models.qwen.context: 4096 declared, but the config.json of './tiny-verl' gives 32768 "
           "(max_position_embeddings, as vLLM derives it); set models.qwen.context to 32768, or remove it (the dry run "
           "reads config.json wherever it can)",)),
+    Case("verl rollout TP does not divide a declared architecture's heads",
+         _verl_7b(architecture={"hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28,
+                                "vocab_size": 152064, "num_attention_heads": 28, "num_key_value_heads": 4},
+                  rollout={"tensor_parallel_size": 8}),
+         ("models.qwen.rollout.tensor_parallel_size: 8 does not divide the 28 attention heads of 'Qwen/Qwen2.5-7B' "
+          "(models.qwen.architecture, as declared: 28 attention, 4 key-value heads)",
+          "the sizes that split them are [1, 2, 4, 28]"), args=tuple(SLURM)),
+    Case("verl declared architecture other than config.json's", _all(
+        _local_verl_model(heads=2, kv_heads=1),
+        _set("models.qwen.architecture", {"hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 2,
+                                          "vocab_size": 4, "num_attention_heads": 2, "num_key_value_heads": 1})),
+         ("models.qwen.architecture: the config.json of './tiny-verl' gives another shape (num_hidden_layers 2 "
+          "declared, 1 read); copy its values into models.qwen.architecture, or remove it (the dry run reads "
+          "config.json wherever it can)",)),
+    Case("embedded model with a declared architecture", _set("models.tiny-qwen2.architecture", {
+        "hidden_size": 128, "intermediate_size": 512, "num_hidden_layers": 4, "vocab_size": 1024,
+        "num_attention_heads": 4}),
+         ("models.tiny-qwen2.architecture: only a verl model declares its config.json's architecture; the embedded "
+          "backend builds its model from models.tiny-qwen2.shape — remove it",)),
     Case("embedded model with a declared context", _set("models.tiny-qwen2.context", 512),
          ("models.tiny-qwen2.context: 512 — only a verl model declares its context; the embedded backend builds its "
           "model with models.tiny-qwen2.shape.max_position_embeddings positions, which the dry run holds its lengths "

@@ -37,7 +37,8 @@ def test_an_8b_round_fits_an_h200_and_not_an_80gb_gpu():
     assert errors == ["models.q.probe.gpu_memory_gb: 80, but a selection round's backward passes need 92 GiB on one "
                       "GPU for 8.19e+09 parameters (bf16 weights and gradient, fp32 validation and mean gradients: 12 "
                       "bytes a parameter, within 90% of the GPU; an estimate without the activations and logits, which "
-                      "need the model's config.json) — train on GPUs of ≥ 102 GiB (and say so in "
+                      "need the model's shape: its config.json or a declared architecture) — train on GPUs of ≥ 102 GiB "
+                      "(and say so in "
                       "models.q.probe.gpu_memory_gb), or use a smaller model"]
     # 8 bytes a parameter on the host: 65.5e9 bytes = 62,490 MB
     host = probe_memory_errors("models.q", QWEN3_8B, ProbeSettings(gpu_memory_gb=141), host_mb=32000)
@@ -174,7 +175,7 @@ def test_the_memory_check_refuses_micro_batch_8_with_the_arithmetic_and_the_larg
         "response tokens) = 73728 tokens, holding their 36 checkpointed layers' inputs and the final norm's, 2 × 4096 "
         "× (36 + 4) bytes a token = 22.5 GiB; the attention mask, 8 × 9216² × 3 bytes = 1.9 GiB; and the larger of "
         "one layer recomputed, 217088 + 6 × 4096 bytes a token = 16.6 GiB, and one logit chunk, 1024 tokens × 151936 "
-        "× 12 bytes = 1.7 GiB (an estimate from its config.json: dataflex_rl/backends/verl/probe_settings.py, "
+        "× 12 bytes = 1.7 GiB (an estimate from its shape: dataflex_rl/backends/verl/probe_settings.py, "
         "calibrated on the CPU, on no GPU) — lower models.q.probe.micro_batch to 6 (the largest that fits), or train "
         "on GPUs of ≥ 147 GiB (and say so in models.q.probe.gpu_memory_gb)"]
     for fits in (1, 4, 6):
@@ -242,5 +243,67 @@ def test_without_config_json_the_check_says_the_activations_were_not_counted(cap
     assert get_backend("verl")._probe_errors("models.q", model, {"mem_mb": 320000}, 0, GRPOSettings(), None,
                                              QWEN3_8B) == []
     assert ("models.q: the selection round's GPU memory was checked for its parameters only (12 bytes each): its "
-            "config.json cannot be read here, so the activations and logits of models.q.probe.micro_batch responses "
-            "were not counted") in capsys.readouterr().err
+            "config.json cannot be read here and models.q.architecture is not declared, so the activations and logits "
+            "of models.q.probe.micro_batch responses were not counted") in capsys.readouterr().err
+
+
+# Qwen3-8B's config.json as models.<m>.architecture declares it: the keys ModelShape reads
+QWEN3_8B_ARCHITECTURE = {key: QWEN3_8B_CONFIG[key] for key in (
+    "hidden_size", "intermediate_size", "num_hidden_layers", "vocab_size", "num_attention_heads", "num_key_value_heads",
+    "head_dim")}
+
+
+def test_a_declared_architecture_stands_in_for_config_json_in_the_memory_check(tmp_path, capsys):
+    """The hub name not cached, its shape declared: the round's estimate is the one config.json gives (micro_batch 8
+    refused at 132.5 GiB, 6 fits), and no line says the activations were not counted."""
+    import json
+
+    (tmp_path / "qwen3-8b").mkdir()
+    (tmp_path / "qwen3-8b" / "config.json").write_text(json.dumps(QWEN3_8B_CONFIG))
+    verl, training = get_backend("verl"), GRPOSettings(prompts_per_step=128, rollouts=32, max_new_tokens=8192)
+
+    def errors(path, micro_batch, **declared):
+        model = ModelSpec.from_entry("q", {"backend": "verl", "path": path, **declared,
+                                           "probe": {"gpu_memory_gb": 141, "micro_batch": micro_batch}})
+        return verl._probe_errors("models.q", model, {"mem_mb": 320000}, 0, training, None, QWEN3_8B)
+
+    declared = errors("Qwen/Qwen3-8B-Base", 8, architecture=QWEN3_8B_ARCHITECTURE)
+    assert declared == errors(str(tmp_path / "qwen3-8b"), 8) and "estimated 132.5 GiB" in declared[0]
+    assert errors("Qwen/Qwen3-8B-Base", 6, architecture=QWEN3_8B_ARCHITECTURE) == []
+    assert "were not counted" not in capsys.readouterr().err
+
+
+def test_config_json_wins_over_a_declared_architecture_and_one_that_differs_is_refused(tmp_path):
+    import json
+
+    from dataflex_rl.backends.verl.model_heads import declared_architecture_errors
+
+    (tmp_path / "qwen3-8b").mkdir()
+    (tmp_path / "qwen3-8b" / "config.json").write_text(json.dumps(QWEN3_8B_CONFIG))
+    path = str(tmp_path / "qwen3-8b")
+    assert declared_architecture_errors("models.q", path, QWEN3_8B_ARCHITECTURE) == []
+    assert declared_architecture_errors("models.q", path, None) == []
+    assert declared_architecture_errors("models.q", "Qwen/not-cached", QWEN3_8B_ARCHITECTURE) == []  # nothing to compare
+    # head_dim left out: hidden / heads = 4096 / 32 = 128, Qwen3-8B's own, so the shape is the same
+    assert declared_architecture_errors("models.q", path, {
+        key: value for key, value in QWEN3_8B_ARCHITECTURE.items() if key != "head_dim"}) == []
+    wrong = {**QWEN3_8B_ARCHITECTURE, "num_hidden_layers": 28, "num_key_value_heads": 4}
+    assert declared_architecture_errors("models.q", path, wrong) == [
+        f"models.q.architecture: the config.json of {path!r} gives another shape (num_hidden_layers 28 declared, 36 "
+        f"read; num_key_value_heads 4 declared, 8 read); copy its values into models.q.architecture, or remove it (the "
+        f"dry run reads config.json wherever it can)"]
+
+
+def test_the_tensor_parallel_check_reads_a_declared_architectures_heads():
+    """Qwen2.5-7B declared (28 attention, 4 key-value heads): a rollout TP of 8 does not divide its 28 heads."""
+    model = ModelSpec.from_entry("q", {"backend": "verl", "path": "Qwen/Qwen2.5-7B", "architecture": {
+        "hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28, "vocab_size": 152064,
+        "num_attention_heads": 28, "num_key_value_heads": 4}})
+    verl = get_backend("verl")
+    assert verl._heads_problem(model, 4) is None
+    assert verl._heads_problem(model, 8) == (
+        "does not divide the 28 attention heads of 'Qwen/Qwen2.5-7B' (models.q.architecture, as declared: 28 "
+        "attention, 4 key-value heads): vLLM splits the heads over its tensor-parallel GPUs and refuses — the sizes "
+        "that split them are [1, 2, 4, 28]")
+    undeclared = ModelSpec.from_entry("q", {"backend": "verl", "path": "Qwen/Qwen2.5-7B"})
+    assert verl._heads_problem(undeclared, 8) is None  # nothing to check it with

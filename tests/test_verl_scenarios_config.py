@@ -56,6 +56,7 @@ def test_the_verl_scenarios_plan_their_rounds_and_resources(tmp_path):
                                            "gpu"]
     # every model that trains a prompt selection had its round's memory checked: none is left unchecked
     assert "memory was not checked" not in summary
+    assert "were not counted" not in summary  # the activations too: the models' shapes are declared
     # S2's model holds 4096 positions (declared: its config.json is not cached here): its own lengths fill them
     assert ("qwen2.5-math-1.5b (context 4096 declared) at its own lengths, over the study's in the commands below: "
             "training.max_new_tokens 3072, evaluation.max_new_tokens 3072") in summary
@@ -71,15 +72,19 @@ def test_the_verl_scenarios_plan_their_rounds_and_resources(tmp_path):
     assert _row(result.stdout, "solve_rates") == ["solve_rates", "41"]  # what Snakemake plans: one job a chunk
 
 
+def _refused_with(tmp_path: Path, overlay: str) -> str:
+    """The shipped scenario's dry run with the config `overlay` on top, which it must refuse: its output."""
+    (tmp_path / "overlay.yaml").write_text(overlay)
+    result = _dry_run(tmp_path, str(tmp_path / "overlay.yaml"))
+    assert result.returncode == 1, result.stderr[-3000:]
+    return result.stdout + result.stderr
+
+
 def test_s2_at_the_studys_lengths_is_refused_for_its_4096_positions(tmp_path):
     """The shipped scenario with S2's model at the study's lengths (1024 prompt + 8192 response tokens, the scorer's
     1024 + 4096): both engines are refused at dry run, naming the model, the sum and the fix."""
-    overlay = tmp_path / "s2_study_lengths.yaml"
-    overlay.write_text("models:\n  qwen2.5-math-1.5b:\n    training: {max_new_tokens: 8192}\n"
-                       "    evaluation: {max_new_tokens: 4096}\n")
-    result = _dry_run(tmp_path, str(overlay))
-    output = result.stdout + result.stderr
-    assert result.returncode == 1
+    output = _refused_with(tmp_path, "models:\n  qwen2.5-math-1.5b:\n    training: {max_new_tokens: 8192}\n"
+                                     "    evaluation: {max_new_tokens: 4096}\n")
     declared = ("'Qwen/Qwen2.5-Math-1.5B' (models.qwen2.5-math-1.5b.context, as declared: its config.json cannot be "
                 "read here)")
     assert (f"models.qwen2.5-math-1.5b rollout and selection round: vLLM's max_model_len 9216 (1024 prompt tokens "
@@ -91,3 +96,13 @@ def test_s2_at_the_studys_lengths_is_refused_for_its_4096_positions(tmp_path):
             f"which vLLM refuses at engine start; set models.qwen2.5-math-1.5b.evaluation.max_new_tokens to at most "
             f"3072") in output
     assert "qwen3-8b-base rollout" not in output and "qwen3-8b-base scoring" not in output
+
+
+def test_qwen3_8b_at_the_released_probe_micro_batch_is_refused_from_its_declared_shape(tmp_path):
+    """Its config.json is not cached here: the declared architecture gives the round's activations, and micro_batch 8,
+    the released scorer's, needs an estimated 132.5 GiB of the H200's 126.9 (config/campaigns/gradalign_verl.yaml)."""
+    output = _refused_with(tmp_path, "models:\n  qwen3-8b-base:\n    probe: {gpu_memory_gb: 141, parameters: "
+                                     "8190735360, micro_batch: 8}\n")
+    assert ("models.qwen3-8b-base.probe.micro_batch: 8, but a selection round's backward passes need an estimated "
+            "132.5 GiB on one GPU, beyond 126.9 GiB") in output
+    assert "lower models.qwen3-8b-base.probe.micro_batch to 6 (the largest that fits)" in output

@@ -42,6 +42,12 @@ class ModelSpec:
         model's config.json cannot be read; None where it declares none."""
         return self.written.get("context")
 
+    @property
+    def declared_architecture(self) -> Mapping[str, Any] | None:
+        """The config.json keys the config declares for the model (`models.<m>.architecture`), for the dry run where
+        its config.json cannot be read; None where it declares none."""
+        return self.written.get("architecture")
+
     def job_resources(self, rule: str) -> dict[str, Any]:
         """A `rule` job's resources: the backend's defaults (Backend.job_resources), then the model's own."""
         return {**get_backend(self.backend).job_resources(rule), **self.resources.get(rule, {})}

@@ -96,6 +96,9 @@ class EmbeddedBackend:
         if "rollout" in written:
             errors.append(f"{key}.rollout: only the verl backend runs a vLLM rollout engine; the embedded backend "
                           f"samples in its own loop — remove it or set `backend: verl`")
+        if "architecture" in written:
+            errors.append(f"{key}.architecture: only a verl model declares its config.json's architecture; the "
+                          f"embedded backend builds its model from {key}.shape — remove it")
         if "context" in written:
             errors.append(f"{key}.context: {written['context']!r} — only a verl model declares its context; the "
                           f"embedded backend builds its model with {key}.shape.max_position_embeddings positions, "

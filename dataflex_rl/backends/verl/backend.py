@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 from dataflex_rl.backends.base import TrainJob
 from dataflex_rl.backends.verl.model_source import model_path_errors, model_path_notes
 from dataflex_rl.backends.verl.model_context import context_refusal, declared_context_errors, engine_context
-from dataflex_rl.backends.verl.model_heads import model_heads, model_parameters, tensor_parallel_problem
+from dataflex_rl.backends.verl.model_heads import (architecture_source, declared_architecture_errors, model_config,
+                                                   model_heads, model_parameters, tensor_parallel_problem)
 from dataflex_rl.backends.verl.train_memory import rollout_memory_errors
 from dataflex_rl.backends.verl.probe_settings import ProbeSettings, check_selection_options, probe_memory_errors
 from dataflex_rl.backends.verl.rollout import RESULT_SETTINGS, RolloutSettings
@@ -143,6 +144,7 @@ class VerlBackend:
         elif not records_only:
             errors += model_path_errors(f"{key}.path", model.path, workdir)
             errors += declared_context_errors(key, model.path, model.declared_context)
+            errors += declared_architecture_errors(key, model.path, model.declared_architecture)
         return errors + [f"{key}.{section}: only the embedded backend builds its model from `{section}`; the verl "
                          f"backend loads `path` — remove it" for section in ("shape", "warmup")
                          if section in model.written]
@@ -177,20 +179,19 @@ class VerlBackend:
                       training: GRPOSettings, prompt_cap: TokenCap | None, parameters: int) -> list[str]:
         """A selection round's memory on one of the train job's GPUs and on its host (probe_settings), with
         `gradient_rows` whole gradients held at once (SelectionSize), for the model's `parameters` (_parameter_count).
-        Where config.json can be read, the GPU's bytes add one micro-batch's activations and logits
-        (probe_settings.probe_memory) at sequences of the prompt allowance (the corpus's prompt cap, else
-        DEFAULT_PROMPT_TOKENS, as _train_context_errors) + training.max_new_tokens; where it cannot, one stderr line
-        says they were not counted."""
-        from dataflex_rl.backends.verl.model_heads import read_model_json
+        Where the model's shape is known (config.json, else `architecture` as declared: model_config), the GPU's bytes
+        add one micro-batch's activations and logits (probe_settings.probe_memory) at sequences of the prompt allowance
+        (the corpus's prompt cap, else DEFAULT_PROMPT_TOKENS, as _train_context_errors) + training.max_new_tokens;
+        where it is not, one stderr line says they were not counted."""
         from dataflex_rl.backends.verl.overrides import DEFAULT_PROMPT_TOKENS
         from dataflex_rl.backends.verl.probe_settings import ModelShape
 
         settings = _probe(model.settings)
-        shape = ModelShape.of(read_model_json(model.path or ""))
+        shape = ModelShape.of(model_config(model.path or "", model.declared_architecture))
         if shape is None:
             print(f"{key}: the selection round's GPU memory was checked for its parameters only (12 bytes each): its "
-                  f"config.json cannot be read here, so the activations and logits of {key}.probe.micro_batch "
-                  f"responses were not counted", file=sys.stderr)
+                  f"config.json cannot be read here and {key}.architecture is not declared, so the activations and "
+                  f"logits of {key}.probe.micro_batch responses were not counted", file=sys.stderr)
         prompt_tokens = prompt_cap["tokens"] if prompt_cap else DEFAULT_PROMPT_TOKENS
         return probe_memory_errors(key, parameters, settings, int(resources.get("mem_mb") or 0), gradient_rows,
                                    shape=shape, prompt_tokens=prompt_tokens, response_tokens=training.max_new_tokens,
@@ -260,13 +261,14 @@ class VerlBackend:
     @staticmethod
     def _heads_problem(model: ModelSpec, size: int) -> str | None:
         """Why vLLM cannot split the model's heads over `size` GPUs, with the sizes that can; None where it can, or
-        where the model's config.json cannot be read."""
-        heads = model_heads(model.path or "")
+        where neither the model's config.json nor a declared architecture gives its heads."""
+        heads = model_heads(model.path or "", model.declared_architecture)
         problem = heads and tensor_parallel_problem(heads, size)
         if not problem:
             return None
         fits = [n for n in range(1, heads.attention + 1) if not tensor_parallel_problem(heads, n)]
-        return (f"does not divide the {problem} of {model.path!r} (its config.json: {heads.attention} attention, "
+        source = architecture_source(f"models.{model.name}", model.path or "")
+        return (f"does not divide the {problem} of {model.path!r} ({source}: {heads.attention} attention, "
                 f"{heads.key_value} key-value heads): vLLM splits the heads over its tensor-parallel GPUs and refuses "
                 f"— the sizes that split them are {fits}")
 

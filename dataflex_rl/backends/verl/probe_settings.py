@@ -182,7 +182,7 @@ def _activation_errors(key: str, parameters: int, settings: ProbeSettings, shape
             f"{sequence}² × {MASK_BYTES} bytes = {memory.mask / GIB:.1f} GiB; and the larger of one layer recomputed, "
             f"{shape.layer_bytes} + 6 × {shape.hidden} bytes a token = {memory.layer / GIB:.1f} GiB, and one logit "
             f"chunk, {chunk} tokens × {shape.vocab} × {LOGIT_BYTES} bytes = {memory.logits / GIB:.1f} GiB (an "
-            f"estimate from its config.json: dataflex_rl/backends/verl/probe_settings.py, calibrated on the CPU, on "
+            f"estimate from its shape: dataflex_rl/backends/verl/probe_settings.py, calibrated on the CPU, on "
             f"no GPU) — " + ", or ".join(fixes)]
 
 
@@ -199,7 +199,8 @@ def probe_memory_errors(key: str, parameters: int, settings: ProbeSettings, host
     if shape is not None:
         errors = _activation_errors(key, parameters, settings, shape, prompt_tokens, response_tokens, length_key)
     elif gpu > _gpu_limit(settings):
-        unread = "; an estimate without the activations and logits, which need the model's config.json"
+        unread = ("; an estimate without the activations and logits, which need the model's shape: its config.json "
+                  "or a declared architecture")
         errors = [f"{key}.probe.gpu_memory_gb: {settings.gpu_memory_gb:g}, but a selection round's backward "
                       f"passes need {gpu / GIB:.0f} GiB on one GPU for {parameters:.3g} parameters (bf16 weights and "
                       f"gradient, fp32 validation and mean gradients: {GPU_BYTES_PER_PARAMETER} bytes a parameter, "
