@@ -9,7 +9,7 @@ resources and a `script:` (never run in a dry run). Its ratio to the bare file i
 directives costs; the study's ratio to it is the cost of our own code (parse-time imports, config validation, the
 `Study`, what our functions compute, the summary).
 
-    python benchmarks/dry_run.py [--repeats 5] [--against REV] [--smoke]
+    python benchmarks/dry_run.py [--repeats 5] [--against REV] [--case paper] [--first] [--smoke]
 
 Each case is timed from scratch (nothing built) and on a finished tree (every output touched, oldest first: nothing to
 do), for the paper config under the Slurm profile and for the default config, each with `--quiet` (Snakemake's
@@ -20,6 +20,9 @@ The script first checks that "bare + directives" plans the study's jobs with the
 With `--against`, the workflow as of git revision REV runs beside the working tree, and the script first checks that
 both plan the same jobs with the same inputs, outputs and params (it exits non-zero if not), and that every side finds
 nothing to do on the finished tree.
+"From scratch" keeps what a dry run remembers in its working directory (REMEMBERED: the verl check's passed override
+lists, the power plan's roots) from the first run on; `--first` also times the from-scratch `-n --quiet` with it
+removed before every run: a working directory's first dry run.
 `--smoke` times the default config once, to prove in seconds that the script runs.
 """
 from __future__ import annotations
@@ -49,6 +52,10 @@ CASES = {
 DIRECTIVES = "bare + directives"
 # What a study's working directory needs besides its outputs (config paths are relative to it).
 WORKDIR_ENTRIES = ("config", "profiles")
+# What a dry run remembers in its working directory for the next (dataflex_rl/backends/verl/verl_config.py,
+# dataflex_rl/study/mde_cache.py); `--first` removes it before every run.
+REMEMBERED = Path(".snakemake") / "dataflex_rl"
+FIRST = "first in its directory"
 
 
 def dump_jobs(snakemake_args: list[str], into: Path) -> None:
@@ -419,9 +426,10 @@ def compare_dags(label: str, before: dict, after: dict) -> bool:
     return old == new
 
 
-def measure(case: str, repeats: int, sides: dict[str, Path], base: Path) -> bool:
-    """Time one config's dry runs (from scratch, then on a finished tree) of each side (a label and its repository
-    root, the working tree last); True if every side plans the same DAG."""
+def measure(case: str, repeats: int, sides: dict[str, Path], base: Path, first: bool = False) -> bool:
+    """Time one config's dry runs (from scratch, then on a finished tree, and with `first` from scratch with nothing
+    remembered) of each side (a label and its repository root, the working tree last); True if every side plans the
+    same DAG."""
     args = CASES[case]
     scratch = workdir(base, f"{case}-scratch")
     dags = {side: planned(root, args, scratch) for side, root in sides.items()}
@@ -447,10 +455,14 @@ def measure(case: str, repeats: int, sides: dict[str, Path], base: Path) -> bool
     for tree, cwd in (("from scratch", scratch), ("finished tree", finished)):
         for quiet in ([], ["all"]):
             commands[tree, f"-n --quiet{' all' if quiet else ''}"] = (cwd, ["-n", "--quiet", *quiet])
+    if first:
+        commands[FIRST, "-n --quiet"] = (scratch, ["-n", "--quiet"])
     for (tree, label), (cwd, flags) in commands.items():
         times: dict[str, list[tuple[float, float]]] = {side: [] for side in snakefiles}
         for _ in range(repeats):
             for side, snakefile in snakefiles.items():
+                if tree == FIRST:
+                    shutil.rmtree(cwd / REMEMBERED, ignore_errors=True)
                 command = [sys.executable, "-m", "snakemake", "-s", str(snakefile), *flags, *args]
                 times[side].append(timed(command, cwd, sides.get(side, sides["working tree"])))
         _report(f"{case}, {tree}: snakemake {label}", times)
@@ -475,6 +487,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--against", metavar="REV", help="also time the workflow as of git revision REV")
     parser.add_argument("--case", action="append", choices=list(CASES), help="only this config (repeatable)")
+    parser.add_argument("--first", action="store_true",
+                        help=f"also time the first dry run in a working directory ({REMEMBERED} removed)")
     parser.add_argument("--smoke", action="store_true", help="the default config once (proves the script runs)")
     parser.add_argument("--dump", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("snakemake_args", nargs="*", help=argparse.SUPPRESS)
@@ -487,7 +501,7 @@ def main() -> None:
         sides = {args.against: extract_tree(args.against, Path(tmp) / "before")} if args.against else {}
         sides["working tree"] = copy_working_tree(Path(tmp) / "after") if args.against else REPO
         cases = ["default"] if args.smoke else args.case or list(CASES)
-        same = [measure(case, 1 if args.smoke else args.repeats, sides, Path(tmp)) for case in cases]
+        same = [measure(case, 1 if args.smoke else args.repeats, sides, Path(tmp), args.first) for case in cases]
     if not all(same):
         sys.exit(f"the DAG differs from {args.against}'s")
 

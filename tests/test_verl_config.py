@@ -6,6 +6,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -92,8 +93,8 @@ def test_every_verl_model_of_a_shipped_study_composes_validates_and_builds_verls
     runs = _model_overrides(STUDIES[name], tmp_path)
     assert runs
     for model, overrides in runs:
-        assert verl_config.refusal(overrides) is None, model
-        cfg = verl_config.compose(overrides)
+        cfg, refusal = verl_config.checked(overrides)
+        assert refusal is None, model
         built = verl_config.worker_configs(cfg)
         assert type(built["actor"]).__name__ == "FSDPActorConfig" and type(built["rollout"]).__name__ == "RolloutConfig"
         assert built["rollout"].tensor_model_parallel_size == 1  # the released runs' TP, not verl's default 2
@@ -125,8 +126,9 @@ def test_the_rollout_block_reaches_verls_rollout_config(tmp_path):
 def test_a_prompt_selections_validation_rows_reach_verls_train_files_after_the_corpus(tmp_path):
     files = RunFiles.in_state(tmp_path)
     overrides = run_overrides("m", GRPOSettings(), 1, gpus=1, cpus=2, files=files, attention="sdpa", validation=True)
-    assert verl_config.refusal(overrides) is None
-    assert list(verl_config.compose(overrides).data.train_files) == [str(files.train_file), str(files.validation_file)]
+    cfg, refusal = verl_config.checked(overrides)
+    assert refusal is None
+    assert list(cfg.data.train_files) == [str(files.train_file), str(files.validation_file)]
     plain = verl_config.compose(run_overrides("m", GRPOSettings(), 1, gpus=1, cpus=2, files=files, attention="sdpa"))
     assert plain.data.train_files == str(files.train_file)
 
@@ -134,8 +136,8 @@ def test_a_prompt_selections_validation_rows_reach_verls_train_files_after_the_c
 def test_verl_refuses_an_unknown_key_naming_it(tmp_path):
     overrides = run_overrides("m", GRPOSettings(), 1, gpus=1, cpus=2, files=RunFiles.in_state(tmp_path),
                               attention="sdpa")
-    refusal = verl_config.refusal([*overrides, "actor_rollout_ref.actor.optim.clip_gradient=1.0"])
-    assert "clip_gradient" in refusal
+    cfg, refusal = verl_config.checked([*overrides, "actor_rollout_ref.actor.optim.clip_gradient=1.0"])
+    assert cfg is None and "clip_gradient" in refusal
 
 
 # --- every overridden key is read by verl 0.9.1 ----------------------------------------------------------------------
@@ -172,17 +174,30 @@ def test_each_key_read_indirectly_is_read_on_the_line_cited(key, where):
 def test_our_own_block_is_read_by_the_plugins_trainer():
     for key, module in OURS.items():
         leaf = key.rsplit(".", 1)[-1]
-        reads = verl_reads.source_reads(module.parent)
-        assert leaf in reads and any(file == module.name for file, _, _ in reads[leaf])
+        assert any(file == module.name for file, _, _ in verl_reads.source_reads(module.parent, leaf))
+
+
+def test_the_reads_of_a_name_are_those_a_parse_of_every_file_finds(tmp_path):
+    """source_reads parses only the files whose text contains the name: for every name the shipped studies' overrides
+    ask about, and the one verl never reads, it finds what every file of verl, parsed whole, reads of it."""
+    names = {override.split("=", 1)[0].rsplit(".", 1)[-1] for config in STUDIES.values()
+             for _, overrides in _model_overrides(config, tmp_path) for override in overrides} | {"grad_clip"}
+    every: dict[str, Counter] = {}
+    for path in VERL.rglob("*.py"):
+        for name, reads in verl_reads.file_reads(VERL, str(path.relative_to(VERL))).items():
+            every.setdefault(name, Counter()).update(reads)
+    assert {"n", "path", "clip_grad", "grad_clip"} <= names and all(every.get(name) for name in ("n", "clip_grad"))
+    for name in names:
+        assert Counter(verl_reads.source_reads(VERL, name)) == every.get(name, Counter()), name
 
 
 def test_verls_own_check_refuses_a_key_it_declares_but_never_reads(tmp_path):
     overrides = run_overrides("m", GRPOSettings(), 1, gpus=1, cpus=2, files=RunFiles.in_state(tmp_path),
                               attention="sdpa")
-    assert verl_config.refusal(overrides) is None
-    assert verl_config.refusal([*overrides, "actor_rollout_ref.actor.grad_clip=0.5"]) == (
+    assert verl_config.checked(overrides)[1] is None
+    assert verl_config.checked([*overrides, "actor_rollout_ref.actor.grad_clip=0.5"]) == (None, (
         "no code of verl reads actor_rollout_ref.actor.grad_clip: verl's config declares it, so the setting would "
-        "silently change nothing")
+        "silently change nothing"))
 
 
 # What a dry run reads of the repository: Snakemake puts the Snakefile's folder first on sys.path, so a copy of these

@@ -108,7 +108,7 @@ def test_the_count_follows_verls_composed_config(tmp_path, gpus, threads):
     held = 1 + storage + 3 * gpus  # the controller, the storage units, the bundles
     assert RayCpuDemand(gpus).held == held and RayCpuDemand(gpus).needed == held + ray_cpus.HEADROOM
     assert cfg.ray_kwargs.ray_init.num_cpus == max(threads, held + ray_cpus.HEADROOM)
-    assert composed_shortfall(_overrides(tmp_path, gpus, threads)) is None
+    assert composed_shortfall(cfg) is None
 
 
 def test_the_one_gpu_config_and_the_paper_get_what_verl_needs(tmp_path):
@@ -138,7 +138,7 @@ def test_every_shipped_verl_configs_train_job_gets_what_verl_needs(tmp_path, nam
                                 cpus=train["cpus_per_task"], files=RunFiles.in_state(tmp_path), attention="sdpa")
         cfg = verl_config.compose(command)
         assert cfg.ray_kwargs.ray_init.num_cpus >= ray_cpus.composed_demand(cfg).needed, spec.name
-        assert composed_shortfall(command) is None, spec.name
+        assert composed_shortfall(cfg) is None, spec.name
 
 
 def test_the_summary_shows_the_formula_where_the_resources_are_placeholders():
@@ -150,11 +150,12 @@ def test_the_summary_shows_the_formula_where_the_resources_are_placeholders():
 def test_the_check_fires_where_the_composed_config_asks_for_more_or_starts_actors_it_leaves_out(tmp_path):
     """What another verl's defaults would do, planted as overrides on 0.9.1."""
     command = _overrides(tmp_path, 1, 8)
-    more = composed_shortfall(command + ["transfer_queue.backend.SimpleStorage.num_data_storage_units=16"])
+    more = composed_shortfall(verl_config.compose(
+        command + ["transfer_queue.backend.SimpleStorage.num_data_storage_units=16"]))
     assert more.startswith("the train command gives Ray 14 logical CPUs (ray_kwargs.ray_init.num_cpus), fewer than "
                            "the 22 verl 0.9.1's actors need (transfer queue controller 1 + 16 storage units × 1 + 1 "
                            "GPU bundles × 3 = 20 held, and 2 free)"), more
-    remote = composed_shortfall(command + ["reward.reward_manager.name=remote"])
+    remote = composed_shortfall(verl_config.compose(command + ["reward.reward_manager.name=remote"]))
     assert "reward.reward_manager.name='remote'" in remote and "with 'naive'" in remote, remote
 
 
@@ -167,7 +168,7 @@ def test_the_dry_run_refuses_a_train_command_that_gives_ray_the_jobs_threads(tmp
     assert get_backend("verl").train_resource_errors("models.qwen", model, training, resources, None) == []
     monkeypatch.setattr(verl_overrides, "ray_num_cpus", lambda cpus, gpus: cpus)
     refused = get_backend("verl").train_resource_errors("models.qwen", model, training, resources, None)
-    assert refused == [f"models.qwen: {composed_shortfall(_overrides(tmp_path, 1, 8, training))}"]
+    assert refused == [f"models.qwen: {composed_shortfall(verl_config.compose(_overrides(tmp_path, 1, 8, training)))}"]
     assert refused[0].startswith("models.qwen: the train command gives Ray 8 logical CPUs (ray_kwargs.ray_init."
                                  "num_cpus), fewer than the 14 verl 0.9.1's actors need"), refused
 

@@ -292,9 +292,9 @@ class VerlBackend:
             print(f"{key}: verl's own config check of the train command was skipped: verl is not importable here "
                   f"({reason}); the train jobs' environment (envs/gpu.yaml) checks it at their start", file=sys.stderr)
             return []
-        refusal = verl_config.refusal(overrides)
+        cfg, refusal = verl_config.checked(overrides)
         if refusal is None:
-            shortfall = ray_cpus.composed_shortfall(overrides)
+            shortfall = ray_cpus.composed_shortfall(cfg)
             if shortfall:
                 return [f"{key}: {shortfall}"]
             verl_config.remember_passed(overrides)

@@ -42,7 +42,7 @@ count. Torch-free; verl is imported only by `composed_shortfall`, the dry run's 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 # verl 0.9.1's values the count rests on
 STORAGE_UNITS = 8  # verl: trainer/config/transfer_queue/transfer_queue.yaml:29
@@ -121,16 +121,16 @@ def composed_demand(cfg) -> RayCpuDemand:
                         storage_units=int(_select(cfg, STORAGE_UNITS_KEY)), bundle_cpus=int(colocate))
 
 
-def composed_shortfall(overrides: Sequence[str]) -> str | None:
-    """Why the Ray logical CPUs `overrides` give verl may not cover what its actors hold (the installed verl's composed
-    config, as `python -m verl.trainer.main_ppo` composes it), None where they do. The overrides compute the count
-    from verl 0.9.1's values, so this fires where the installed verl's differ."""
+def composed_shortfall(cfg) -> str | None:
+    """Why the Ray logical CPUs a train command's composed config `cfg` gives verl may not cover what its actors hold
+    (the installed verl's config, as `python -m verl.trainer.main_ppo` composes it: verl_config.checked), None where
+    they do. The overrides compute the count from verl 0.9.1's values, so this fires where the installed verl's
+    differ."""
     from dataflex_rl.backends.verl import verl_config
 
     traced = "dataflex_rl/backends/verl/ray_cpus.py counts the actors verl 0.9.1 starts"
     fix = "count them for this verl there, or run the verl version envs/gpu.yaml pins"
     with verl_config._quiet():
-        cfg = verl_config.compose(overrides)
         for key, (counted, why) in ASSUMED.items():
             if _select(cfg, key) != counted:
                 return (f"verl {verl_config.verl_version()}'s config of the train command has {key}="

@@ -81,10 +81,11 @@ def worker_configs(cfg) -> dict[str, Any]:
             "algorithm": omega_conf_to_dataclass(cfg.algorithm)}
 
 
-def refusal(overrides: Sequence[str]) -> str | None:
-    """What verl says against `overrides` (composition, validation or a worker's dataclass), or the keys among them
-    that it declares but never reads (dataflex_rl.backends.verl.verl_reads); None where it accepts them. verl must be
-    importable (`unavailable`)."""
+def checked(overrides: Sequence[str]) -> tuple[Any, str | None]:
+    """verl's config with `overrides` (`compose`) and None where verl accepts them, else None and what it says against
+    them (composition, validation or a worker's dataclass) or the keys among them that it declares but never reads
+    (dataflex_rl.backends.verl.verl_reads). The dry run's later checks take the config from here rather than compose
+    it again. verl must be importable (`unavailable`)."""
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
@@ -95,12 +96,12 @@ def refusal(overrides: Sequence[str]) -> str | None:
             validate(cfg := compose(overrides))
             worker_configs(cfg)
         except (HydraException, OmegaConfBaseException, AssertionError, ValueError, TypeError) as error:
-            return f"{type(error).__name__}: {' '.join(str(error).split())}"
+            return None, f"{type(error).__name__}: {' '.join(str(error).split())}"
         unread = unread_keys(cfg, overrides)
     if unread:
-        return (f"no code of verl reads {', '.join(unread)}: verl's config declares "
-                f"{'it' if len(unread) == 1 else 'them'}, so the setting would silently change nothing")
-    return None
+        return None, (f"no code of verl reads {', '.join(unread)}: verl's config declares "
+                      f"{'it' if len(unread) == 1 else 'them'}, so the setting would silently change nothing")
+    return cfg, None
 
 
 def unavailable() -> str | None:

@@ -1,7 +1,7 @@
 """Which override keys verl reads: a key verl's config declares but no code of it reads (0.9.1's
 `actor_rollout_ref.actor.grad_clip`: its FSDP engine clips with `actor.optim.clip_grad`) would be accepted by Hydra and
 by `validate_config` and then silently change nothing. The dry run refuses such a key through
-dataflex_rl.backends.verl.verl_config.refusal; tests/test_verl_config.py runs it on every shipped study.
+dataflex_rl.backends.verl.verl_config.checked; tests/test_verl_config.py runs it on every shipped study.
 
 A key counts as read when verl's installed Python source reads its last component: `x.name` (an attribute load),
 `x["name"]`, `x.get("name")` / `x.pop("name")` or `getattr(x, "name")`. A `self.name` read counts only inside the class
@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 import functools
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from dataflex_rl.backends.verl.job import CONFIG_BLOCK
 
@@ -31,47 +31,75 @@ INDIRECT = {
 }
 
 
+class _Reads(ast.NodeVisitor):
+    """The reads of names in one file's syntax tree, by name, as (file, line, the enclosing class where the read is
+    `self.name`, else None)."""
+
+    def __init__(self, file: str):
+        self.file, self.classes, self.reads = file, [], {}
+
+    def _add(self, name, node, owner=None):
+        self.reads.setdefault(name, []).append((self.file, node.lineno, owner))
+
+    def visit_ClassDef(self, node):
+        self.classes.append(node.name)
+        self.generic_visit(node)
+        self.classes.pop()
+
+    def visit_Attribute(self, node):
+        if isinstance(node.ctx, ast.Load):
+            is_self = isinstance(node.value, ast.Name) and node.value.id == "self"
+            self._add(node.attr, node, (self.classes[-1] if self.classes else None) if is_self else None)
+        self.generic_visit(node)
+
+    def visit_Subscript(self, node):
+        if isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+            self._add(node.slice.value, node)
+        self.generic_visit(node)
+
+    def visit_Call(self, node):
+        function, args = node.func, node.args
+        method = isinstance(function, ast.Attribute) and function.attr in ("get", "pop") and args
+        builtin = isinstance(function, ast.Name) and function.id == "getattr" and len(args) > 1
+        name = args[0] if method else args[1] if builtin else None
+        if isinstance(name, ast.Constant) and isinstance(name.value, str):
+            self._add(name.value, node)
+        self.generic_visit(node)
+
+
 @functools.lru_cache(maxsize=None)
-def source_reads(root: Path) -> dict[str, list[tuple[str, int, str | None]]]:
-    """Every read of a name in the Python source under `root`, by name, as (file, line, the enclosing class where
-    the read is `self.name`, else None). Parsed once per process (a few seconds for verl)."""
-    reads: dict[str, list] = {}
+def _sources(root: Path) -> dict[str, str]:
+    """The text of every Python file under `root`, by its path relative to `root`, in order of path."""
+    return {str(path.relative_to(root)): path.read_text() for path in sorted(Path(root).rglob("*.py"))}
 
-    class Reads(ast.NodeVisitor):
-        def __init__(self, file):
-            self.file, self.classes = file, []
 
-        def _add(self, name, node, owner=None):
-            reads.setdefault(name, []).append((self.file, node.lineno, owner))
+_PARSED: dict[tuple[Path, str], dict[str, list[tuple[str, int, str | None]]]] = {}  # file_reads', per process
 
-        def visit_ClassDef(self, node):
-            self.classes.append(node.name)
-            self.generic_visit(node)
-            self.classes.pop()
 
-        def visit_Attribute(self, node):
-            if isinstance(node.ctx, ast.Load):
-                is_self = isinstance(node.value, ast.Name) and node.value.id == "self"
-                self._add(node.attr, node, (self.classes[-1] if self.classes else None) if is_self else None)
-            self.generic_visit(node)
+def file_reads(root: Path, file: str) -> dict[str, list[tuple[str, int, str | None]]]:
+    """Every read of a name in `file` (a path under `root`), by name, as (file, line, the enclosing class where the
+    read is `self.name`, else None); parsed once per process."""
+    if (root, file) not in _PARSED:
+        reads = _Reads(file)
+        reads.visit(ast.parse(_sources(root)[file], str(root / file)))
+        _PARSED[root, file] = reads.reads
+    return _PARSED[root, file]
 
-        def visit_Subscript(self, node):
-            if isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
-                self._add(node.slice.value, node)
-            self.generic_visit(node)
 
-        def visit_Call(self, node):
-            function, args = node.func, node.args
-            method = isinstance(function, ast.Attribute) and function.attr in ("get", "pop") and args
-            builtin = isinstance(function, ast.Name) and function.id == "getattr" and len(args) > 1
-            name = args[0] if method else args[1] if builtin else None
-            if isinstance(name, ast.Constant) and isinstance(name.value, str):
-                self._add(name.value, node)
-            self.generic_visit(node)
+def _naming(root: Path, name: str) -> list[str]:
+    """The Python files under `root` whose text contains `name`: the only ones that can read it, since a read spells
+    its name (an attribute, or a string constant that no escape or implicit concatenation splits)."""
+    return [file for file, text in _sources(root).items() if name in text]
 
-    for path in sorted(Path(root).rglob("*.py")):
-        Reads(str(path.relative_to(root))).visit(ast.parse(path.read_text(), str(path)))
-    return reads
+
+def source_reads(root: Path, name: str) -> Iterator[tuple[str, int, str | None]]:
+    """Every read of `name` in the Python source under `root` (`file_reads`), parsing only the files that name it,
+    those parsed already first. Parsing all of verl takes seconds, and a generic name (`n`, `path`) is in nearly every
+    file: a caller that stops at its first read that counts (`unread_keys`) mostly finds it in a file parsed already
+    for a rarer name."""
+    files = _naming(root, name)
+    for file in sorted(files, key=lambda file: (root, file) not in _PARSED):
+        yield from file_reads(root, file).get(name, ())
 
 
 def _section_classes(cfg, key: str) -> set[str]:
@@ -88,16 +116,23 @@ def _section_classes(cfg, key: str) -> set[str]:
 
 def unread_keys(cfg, overrides: Sequence[str]) -> list[str]:
     """The keys of `overrides` (composed into `cfg`) that no code of the installed verl reads; our own block
-    (CONFIG_BLOCK, read by the plugin's trainer) and the keys read indirectly (INDIRECT) excepted."""
+    (CONFIG_BLOCK, read by the plugin's trainer) and the keys read indirectly (INDIRECT) excepted. The rarest last
+    components are looked up first, so the files parsed for them answer the generic ones (`source_reads`)."""
     import verl
 
-    reads = source_reads(Path(verl.__file__).parent)
-    unread = []
-    for override in overrides:
-        key = override.split("=", 1)[0].lstrip("+")
-        if key in INDIRECT or key.startswith(f"{CONFIG_BLOCK}."):
-            continue
-        owners = _section_classes(cfg, key)
-        if not any(owner is None or owner in owners for _, _, owner in reads.get(key.rsplit(".", 1)[-1], [])):
-            unread.append(key)
-    return unread
+    root = Path(verl.__file__).parent
+    keys = [key for key in (override.split("=", 1)[0].lstrip("+") for override in overrides)
+            if key not in INDIRECT and not key.startswith(f"{CONFIG_BLOCK}.")]
+    read = {key: _is_read(cfg, root, key) for key in sorted(keys, key=lambda key: len(_naming(root, _leaf(key))))}
+    return [key for key in keys if not read[key]]
+
+
+def _leaf(key: str) -> str:
+    return key.rsplit(".", 1)[-1]
+
+
+def _is_read(cfg, root: Path, key: str) -> bool:
+    """Whether some code under `root` reads `key`'s last component, other than as `self.<leaf>` of a class its section
+    is not built into."""
+    owners = _section_classes(cfg, key)
+    return any(owner is None or owner in owners for _, _, owner in source_reads(root, _leaf(key)))
