@@ -58,7 +58,8 @@ def open_round_boundary(spec: RoundSpec, job: VerlRunJob):
     """The round boundary on a GPU node: the weights as a bf16 HF causal LM (on the CPU until a backward pass, then a
     replica on each of the job's GPUs; on the CPU where there are none, beside vLLM's CPU build), vLLM with the
     training rollout's settings in one engine process per group of the rollout's tensor_parallel_size GPUs
-    (round_engines; one where there is no GPU), the rows, the saved streams' folder and a reward process per CPU."""
+    (round_engines; one where there is no GPU), started before the round goes on, the rows, the saved streams' folder
+    and a reward process per CPU."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -75,9 +76,15 @@ def open_round_boundary(spec: RoundSpec, job: VerlRunJob):
                       seed=job.seed)
     groups = device_groups(visible_devices(gpus), spec.rollout.tensor_parallel_size)
     print(f"selection round {spec.index}: {len(groups)} vLLM engine(s), on GPUs {groups}", file=sys.stderr, flush=True)
-    sampler = DealtSampler([EngineProcess(factory, devices) for devices in groups])
-    model = AutoModelForCausalLM.from_pretrained(spec.weights, dtype=torch.bfloat16)
-    rows = run_rows(job)[0].to_dict("records")
+    engines = [EngineProcess(factory, devices) for devices in groups]
+    try:  # the HF model loads while the engines start; the first engine that fails to start stops the round here
+        model = AutoModelForCausalLM.from_pretrained(spec.weights, dtype=torch.bfloat16)
+        rows = run_rows(job)[0].to_dict("records")
+        sampler = DealtSampler(engines)
+    except BaseException:
+        for engine in engines:
+            engine.close()
+        raise
     devices = tuple(f"cuda:{i}" for i in range(gpus)) or ("cpu",)  # vLLM's CPU build: no GPU
     return RoundBoundary(model, tokenizer, sampler, rows, job.seed, devices=devices, micro_batch=spec.probe.micro_batch,
                          rollouts_dir=rollouts_dir(spec), reward_workers=len(os.sched_getaffinity(0)))
