@@ -26,12 +26,14 @@ STAND_IN = "synthetic stand-in for the paper's real-corpus low-utility case: the
 
 
 def measure_solve_rates(generator, items: pd.DataFrame, template: str, *, samples: int, temperature: float,
-                        max_new_tokens: int, batch_size: int = 128, seed: int = 0) -> dict[str, float]:
+                        max_new_tokens: int, batch_size: int = 128, seed: int = 0,
+                        workers: int = 1) -> dict[str, float]:
     """prompt id -> the fraction of `samples` sampled answers (at `temperature`, draws seeded by `seed`) that the
     item's verifier accepts; `generator` is a backend's (dataflex_rl.backends.base.Generator), e.g. the untrained
-    base opened with `open_generator`, which draws the samples of a prompt independently (Generator.generate)."""
+    base opened with `open_generator`, which draws the samples of a prompt independently (Generator.generate).
+    `workers`: the processes that verify the answers where there are thousands (score_items)."""
     scores = score_items(generator, items, template, max_new_tokens=max_new_tokens, batch_size=batch_size,
-                         temperature=temperature, seed=seed, samples=samples)
+                         temperature=temperature, seed=seed, samples=samples, workers=workers)
     return {str(prompt_id): float(rate) for prompt_id, rate in scores.groupby("prompt_id")["correct"].mean().items()}
 
 

@@ -68,7 +68,8 @@ def measure_base_solve_rates(job: Mapping[str, Any], chunk: Mapping[str, Any], *
     temperature, answer length; `chunk_rows`), written as a parquet of (id, solve_rate) with the sha256 of the corpus
     and base it read in its metadata. The chunk is measured in parts of the backend's `solve_rate_part` prompts (each
     part's draws seeded as one pass's are), each kept as a shard (evaluate.shards.part_path, keyed by the job and its
-    inputs) that a retry after a kill or a requeue reuses; the shards go once the output is written."""
+    inputs) that a retry after a kill or a requeue reuses; the shards go once the output is written. The
+    job's `threads` verify a part's answers too (score_items: in processes from a few thousand on)."""
     inputs = {"corpus": plain_input(corpus), **_base_input(base)}  # a damaged base is refused, naming the file
     backend = get_backend(job["model"]["backend"])
     rows = chunk_rows(pd.read_parquet(corpus), chunk)
@@ -87,7 +88,7 @@ def measure_base_solve_rates(job: Mapping[str, Any], chunk: Mapping[str, Any], *
             began = time.monotonic()
             rates = measure_solve_rates(generator, rows.iloc[start:start + size], job["template"],
                                         samples=sampling["rollouts"], temperature=sampling["temperature"],
-                                        max_new_tokens=sampling["max_new_tokens"])
+                                        max_new_tokens=sampling["max_new_tokens"], workers=threads)
             write_parquet(path, _rates_frame(rates))
             print(f"solve rates, part {part + 1} of {len(starts)}: {len(rates)} prompts × {sampling['rollouts']} "
                   f"samples in {time.monotonic() - began:.0f} s", file=sys.stderr, flush=True)
@@ -171,7 +172,8 @@ def score_run(job: Mapping[str, Any], settings: Sequence[Mapping[str, Any]], *, 
     """Score one model (`model_dir`: a base or a trained run's model directory, verified against its provenance
     record; None: a backend's untrained `path`) on each benchmark file in `items`, writing the matching file of
     `outputs` and its provenance record; `settings` holds each benchmark's slice, in the same order. `token_caps`:
-    the caps its items are held to (dataflex_rl.evaluate.benchmark_fit); `gpus`: the job's `gpu` resource. A model
+    the caps its items are held to (dataflex_rl.evaluate.benchmark_fit); `gpus`: the job's `gpu` resource;
+    `threads` its CPUs (which verify a large benchmark's answers). A model
     whose recorded settings are not those its slice holds is refused before anything is scored."""
     model_inputs = {"model": verified_input(model_dir, model_provenance)} if model_dir else {}
     for slice_ in settings if model_dir else ():  # each benchmark's slice holds the weights' slice
@@ -180,6 +182,6 @@ def score_run(job: Mapping[str, Any], settings: Sequence[Mapping[str, Any]], *, 
     generator = get_backend(job["model"]["backend"]).open_generator(job["model"], model_dir=model_dir,
                                                                     threads=threads, gpus=gpus)
     score_benchmarks(generator, items, outputs, [state_key(s, i) for s, i in zip(settings, inputs, strict=True)],
-                     job["template"], job["evaluation"], token_caps)
+                     job["template"], job["evaluation"], token_caps, workers=threads)
     for record, output, slice_, used in zip(provenance, outputs, settings, inputs, strict=True):
         write_provenance(record, slice_, [output], used)

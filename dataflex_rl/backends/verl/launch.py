@@ -235,7 +235,7 @@ def train_verl_run(model_path: str, *, corpus, method: MethodSpec, seed: int, tr
 
         def score_round(weights: str, index: int, out: Path) -> None:
             run_round_process(RoundSpec(str(files.job_file), training, index, weights, rollout_engine, probe,
-                                        prompt_tokens, str(out)), state_dir / f"round_{index}.spec.json")
+                                        prompt_tokens, str(out), cpus), state_dir / f"round_{index}.spec.json")
 
         run_segments(job=job, training=training, model_path=model_path, checkpoint_dir=files.checkpoint_dir,
                      state_dir=state_dir, score_round=score_round, train_to=train_to, actor_dir=final_actor_dir)

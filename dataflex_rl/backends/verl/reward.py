@@ -9,12 +9,11 @@ Bernoulli(p) rate, unrelated to whether the answer is right, but identical respo
 """
 from __future__ import annotations
 
-import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 from typing import Any, Mapping, Sequence
 
 from dataflex_rl.regimes.noisy_rewards import noisy_reward_of_response
+from dataflex_rl.verify.processes import POOL_MIN_CALLS, in_processes
 from dataflex_rl.verify.verifiers import reward
 
 
@@ -33,8 +32,8 @@ def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_
     return reward(solution_str, row_item(ground_truth, extra_info))
 
 
-# Below this many responses a process pool does not repay its start (each worker imports the verifiers: seconds)
-POOL_MIN_RESPONSES = 4096
+# Below this many responses the rewards are scored in the round process (verify.processes)
+POOL_MIN_RESPONSES = POOL_MIN_CALLS
 
 
 def _score(call: tuple, seed: int) -> float:
@@ -43,9 +42,5 @@ def _score(call: tuple, seed: int) -> float:
 
 def scores(calls: Sequence[tuple], *, seed: int, workers: int = 1) -> list[float]:
     """compute_score of each (data_source, response text, ground truth, extra_info) call, in `workers` processes
-    where there are POOL_MIN_RESPONSES or more (the verifiers run in Python, one core each; math-verify's time-outs
-    need each call on its process's main thread, so processes rather than threads); in order either way."""
-    if workers <= 1 or len(calls) < POOL_MIN_RESPONSES:
-        return [_score(call, seed) for call in calls]
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return list(pool.map(partial(_score, seed=seed), calls, chunksize=max(1, len(calls) // (8 * workers))))
+    where there are POOL_MIN_RESPONSES or more (verify.processes.in_processes); in order either way."""
+    return in_processes(partial(_score, seed=seed), calls, workers=workers, minimum=POOL_MIN_RESPONSES)

@@ -5,7 +5,8 @@ that memory back before verl starts again. The round's streams are saved as they
 file is written, so a requeued round resumes after them.
 
 The spec (a JSON file, `RoundSpec`) names the run's job file, its GRPO settings, the round, the weights (a Hugging
-Face folder or hub name), the rollout and probe settings, the prompt allowance and the round file to write.
+Face folder or hub name), the rollout and probe settings, the prompt allowance, the round file to write and the train
+job's CPUs (its `threads`), which bound the round's reward processes.
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ class RoundSpec:
     probe: ProbeSettings
     prompt_tokens: int
     out: str
+    cpus: int = 1  # the train job's; a spec written without it reads as 1 (rewards scored in the round process)
 
     def write(self, path: Path) -> Path:
         with atomic_path(path) as tmp:
@@ -54,11 +56,19 @@ def rollouts_dir(spec: RoundSpec) -> Path:
     return out.parent / f"{out.stem}.rollouts"
 
 
+def reward_workers(cpus: int) -> int:
+    """The round's reward processes: the job's CPUs, or fewer where its affinity holds fewer. Not the affinity alone:
+    where Slurm binds no cores it is the whole node (e.g. 224 spawned processes, each importing the verifiers,
+    inside a 40-CPU allocation)."""
+    return max(1, min(cpus, len(os.sched_getaffinity(0))))
+
+
 def open_round_boundary(spec: RoundSpec, job: VerlRunJob):
     """The round boundary on a GPU node: the weights as a bf16 HF causal LM (on the CPU until a backward pass, then a
     replica on each of the job's GPUs; on the CPU where there are none, beside vLLM's CPU build), vLLM with the
     training rollout's settings in one engine process per group of the rollout's tensor_parallel_size GPUs
-    (round_engines; one where there is no GPU), the rows, the saved streams' folder and a reward process per CPU."""
+    (round_engines; one where there is no GPU), started before the round goes on, the rows, the saved streams' folder
+    and a reward process per CPU of the job (reward_workers)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -75,12 +85,18 @@ def open_round_boundary(spec: RoundSpec, job: VerlRunJob):
                       seed=job.seed)
     groups = device_groups(visible_devices(gpus), spec.rollout.tensor_parallel_size)
     print(f"selection round {spec.index}: {len(groups)} vLLM engine(s), on GPUs {groups}", file=sys.stderr, flush=True)
-    sampler = DealtSampler([EngineProcess(factory, devices) for devices in groups])
-    model = AutoModelForCausalLM.from_pretrained(spec.weights, dtype=torch.bfloat16)
-    rows = run_rows(job)[0].to_dict("records")
+    engines = [EngineProcess(factory, devices) for devices in groups]
+    try:  # the HF model loads while the engines start; the first engine that fails to start stops the round here
+        model = AutoModelForCausalLM.from_pretrained(spec.weights, dtype=torch.bfloat16)
+        rows = run_rows(job)[0].to_dict("records")
+        sampler = DealtSampler(engines)
+    except BaseException:
+        for engine in engines:
+            engine.close()
+        raise
     devices = tuple(f"cuda:{i}" for i in range(gpus)) or ("cpu",)  # vLLM's CPU build: no GPU
     return RoundBoundary(model, tokenizer, sampler, rows, job.seed, devices=devices, micro_batch=spec.probe.micro_batch,
-                         rollouts_dir=rollouts_dir(spec), reward_workers=len(os.sched_getaffinity(0)))
+                         rollouts_dir=rollouts_dir(spec), reward_workers=reward_workers(spec.cpus))
 
 
 def run_round_process(spec: RoundSpec, spec_file: Path) -> None:
