@@ -439,7 +439,7 @@ CASES = [
     # Qwen2's 8 padded sequences of 1024 prompt + 8192 response tokens hold a 2.0 GB attention mask (8 × 9216² × 3)
     Case("a selection round's activations beyond one GPU", _all(
         _local_verl_model(heads=2, kv_heads=1), _set("training.max_new_tokens", 8192),
-        _set("models.qwen.probe", {"gpu_memory_gb": 1, "micro_batch": 8}),
+        _set("models.qwen.probe", {"gpu_memory_gb": 3, "micro_batch": 8}),
         _method("gradalign", {"policy": "gradalign", "control": "baseline"})),
          ("models.qwen.probe.micro_batch: 8, but a selection round's backward passes need an estimated",
           "the attention mask, 8 × 9216² × 3 bytes = 1.9 GiB", "calibrated on the CPU, on no GPU",
@@ -526,9 +526,24 @@ CASES = [
           "model with models.tiny-qwen2.shape.max_position_embeddings positions, which the dry run holds its lengths "
           "to — remove it",)),
     Case("verl rollout share beside the FSDP state", _verl_7b(probe={"parameters": 7615616512}),
-         ("models.qwen.rollout.gpu_memory_utilization: 0.85, but on each of the train job's 8 GPUs of 80 GiB "
-          "(models.qwen.probe.gpu_memory_gb) verl holds the FSDP state of 7.62e+09 parameters",
-          "83.7 GiB in all", "set models.qwen.rollout.gpu_memory_utilization to at most 0.80"),
+         ("models.qwen.rollout.gpu_memory_utilization: 0.85, but on each of the train job's 8 GPUs of 80 GB, counted "
+          "as 78 GiB (models.qwen.probe.gpu_memory_gb; dataflex_rl/backends/verl/gpu_types.py) verl holds the FSDP "
+          "state of 7.62e+09 parameters", "82.0 GiB in all",
+          "set models.qwen.rollout.gpu_memory_utilization to at most 0.79"),
+         args=(*SLURM, "--set-resources", "train:gpu=8")),
+    Case("a GPU memory above 80 GB with no GPU type asked", _verl_7b(probe={"parameters": 7615616512,
+                                                                            "gpu_memory_gb": 141}),
+         ("models.qwen.probe.gpu_memory_gb: 141, but the train job asks for no GPU type (resource gpu_model), so Slurm "
+          "may give it any GPU of its partition, and the smallest common one has 80 GB",
+          "sized for 141 GB, counted as 139 GiB would run out of memory",
+          "ask for the type (models.qwen.resources.train.gpu_model: h200",
+          "or lower models.qwen.probe.gpu_memory_gb to at most 80"),
+         args=(*SLURM, "--set-resources", "train:gpu=8")),
+    Case("a GPU type smaller than the declared GPU memory", _verl_7b(
+        probe={"parameters": 7615616512, "gpu_memory_gb": 141}, resources={"train": {"gpu_model": "h100"}}),
+         ("models.qwen.probe.gpu_memory_gb: 141, but the train job asks for gpu_model 'h100' (80 GB: 79.11 GiB as CUDA "
+          "reports it, nvidia-smi 81,559 MiB), below the 141 GB, counted as 139 GiB — ask for a larger type "
+          "(models.qwen.resources.train.gpu_model: h200) or lower models.qwen.probe.gpu_memory_gb to at most 80",),
          args=(*SLURM, "--set-resources", "train:gpu=8")),
     Case("verl train job without a GPU", _verl(prompts_per_step=8),
          ("resources of rule train: gpu=0, but models.qwen (backend verl) trains on GPUs; give the train rule gpu ≥ 1",),

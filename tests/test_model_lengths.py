@@ -92,24 +92,34 @@ def _solve_rate_study(tmp_path: Path, model: dict, **partitions) -> Study:
 
 
 def test_the_solve_rate_runtime_is_its_generations_times_tokens_over_the_throughput(tmp_path):
-    # 351 prompts × 32 samples × 8192 tokens = 92,012,544 tokens / 5000 a second = 18,402.5 s = 306.7 → 307 min,
-    # + 15 to start
+    # 351 prompts × 32 samples × 8192 tokens = 92,012,544 tokens; the job asks for no GPU type, so at the lowest
+    # estimate known (an A100-80GB's worst-case 1,300 a second): 70,779.6 s = 1,179.6 → 1,180 min, + 15 to start
     study = _solve_rate_study(tmp_path, {})
     sized = solve_rate_time(study, "qwen", tmp_path)
     assert (sized.rows, sized.samples, sized.max_new_tokens, sized.tokens, sized.minutes) == (
-        351, 32, 8192, 92_012_544, 322)
-    assert backend_resources(study, "solve_rates", tmp_path)["runtime"] == 322
+        351, 32, 8192, 92_012_544, 1195)
+    assert backend_resources(study, "solve_rates", tmp_path)["runtime"] == 1195
     assert backend_resources(study, "train", tmp_path)["runtime"] == 2880  # the other rules keep their defaults
     assert solve_rate_lines(study, tmp_path) == [
         "solve rates of qwen: runtime sized at 351 prompts at most (corpus.items_per_domain 1 over 1 domain(s) of "
         "corpus.sources: 1; corpus.files[0] 'a.jsonl': 200; corpus.files[1] 'b.jsonl': 150) × K = 32 samples "
-        "(training.rollouts) × up to 8,192 tokens (training.max_new_tokens) = 92,012,544 tokens at an assumed 5,000 "
-        "tokens/s of one vLLM engine (batch-invariant; calibrated on no GPU) + 15 min to start = 322 min (a model's "
-        "resources.solve_rates.runtime or --set-resources solve_rates:runtime=<minutes> overrides it; each finished "
-        "part of 512 prompts is kept for a retry)"]
-    # a model's own length shortens it: 351 × 32 × 3072 / 5000 / 60 = 115.0 → 116 + 15
+        "(training.rollouts) × up to 8,192 tokens (training.max_new_tokens) = 92,012,544 tokens at 1,300 tokens/s of one "
+        "vLLM engine (the lowest estimate known, an A100-80GB's: the job asks for no GPU type "
+        "(models.<m>.resources.solve_rates.gpu_model); batch-invariant, every sample to the cap; calibrated on no GPU) "
+        "+ 15 min to start = 1,195 min (a model's resources.solve_rates.runtime or --set-resources "
+        "solve_rates:runtime=<minutes> overrides it; each finished part of 128 prompts is kept for a retry)"]
+    # a model's own length shortens it: 351 × 32 × 3072 / 1300 / 60 = 442.4 → 443 + 15
     shorter = _solve_rate_study(tmp_path, {"training": {"max_new_tokens": 3072}})
-    assert backend_resources(shorter, "solve_rates", tmp_path)["runtime"] == 131
+    assert backend_resources(shorter, "solve_rates", tmp_path)["runtime"] == 458
+    # a GPU type asked for sizes it at the type's estimate: an H200's 4,200 a second, 365.1 → 366 + 15
+    h200 = _solve_rate_study(tmp_path, {"resources": {"solve_rates": {"gpu_model": "h200"}}})
+    assert backend_resources(h200, "solve_rates", tmp_path)["runtime"] == 381
+    assert ("tokens at 4,200 tokens/s of one vLLM engine (gpu_model h200's estimate; batch-invariant"
+            in solve_rate_lines(h200, tmp_path)[0])
+    # a type without an estimate takes the lowest known, and says so
+    a100 = _solve_rate_study(tmp_path, {"resources": {"solve_rates": {"gpu_model": "a100_40gb"}}})
+    assert backend_resources(a100, "solve_rates", tmp_path)["runtime"] == 1195
+    assert "for gpu_model 'a100_40gb', which has none" in solve_rate_lines(a100, tmp_path)[0]
     # a model's own runtime wins
     given = _solve_rate_study(tmp_path, {"resources": {"solve_rates": {"runtime": 100}}})
     assert backend_resources(given, "solve_rates", tmp_path)["runtime"] == 100
@@ -117,7 +127,7 @@ def test_the_solve_rate_runtime_is_its_generations_times_tokens_over_the_through
 
 def test_the_corpus_is_measured_in_chunks_of_the_backends_job_size(tmp_path, monkeypatch):
     """351 prompts at most in jobs of 100: ⌈351 / 100⌉ = 4 jobs, each sized for 100 prompts (100 × 32 × 8192 tokens /
-    5000 a second = 87.4 → 88 min, + 15 to start), and one solve_rates job per chunk in the DAG's inputs."""
+    1300 a second = 336.1 → 337 min, + 15 to start), and one solve_rates job per chunk in the DAG's inputs."""
     from dataflex_rl.backends.verl.backend import VerlBackend
     from dataflex_rl.study.files import StudyFiles
 
@@ -128,7 +138,7 @@ def test_the_corpus_is_measured_in_chunks_of_the_backends_job_size(tmp_path, mon
                                                                        {"index": 3, "of": 4, "size": 100}]
     sized = solve_rate_time(study, "qwen", tmp_path)
     assert (sized.rows, sized.corpus_rows, sized.chunks, sized.tokens, sized.minutes) == (
-        100, 351, 4, 26_214_400, 103)
+        100, 351, 4, 26_214_400, 352)
     assert solve_rate_lines(study, tmp_path)[0].startswith(
         "solve rates of qwen: runtime sized at 100 prompts at most (one of 4 jobs over the corpus's 351 at most: "
         "corpus.items_per_domain 1 over 1 domain(s) of corpus.sources: 1; corpus.files[0] 'a.jsonl': 200; "
@@ -150,17 +160,18 @@ def test_an_embedded_solve_rate_job_keeps_the_rules_defaults(tmp_path):
 
 def test_a_sized_solve_rate_runtime_beyond_the_partition_is_refused_with_its_arithmetic(tmp_path):
     study = _solve_rate_study(tmp_path, {}, gpu={"max_runtime": 120})
-    resources = {"solve_rates": {"runtime": 322, "slurm_partition": "gpu", "gpu": 1}}
+    resources = {"solve_rates": {"runtime": 1195, "slurm_partition": "gpu", "gpu": 1}}
     assert resource_errors(study, resources, tmp_path) == [
-        "resources of rule solve_rates: runtime=322 exceeds cluster.partitions.gpu.max_runtime = 120 minutes (sized "
+        "resources of rule solve_rates: runtime=1195 exceeds cluster.partitions.gpu.max_runtime = 120 minutes (sized "
         "for the solve rates of qwen: 351 prompts at most (corpus.items_per_domain 1 over 1 domain(s) of "
         "corpus.sources: 1; corpus.files[0] 'a.jsonl': 200; corpus.files[1] 'b.jsonl': 150) × K = 32 samples "
-        "(training.rollouts) × up to 8,192 tokens (training.max_new_tokens) = 92,012,544 tokens at an assumed 5,000 "
-        "tokens/s of one vLLM engine (batch-invariant; calibrated on no GPU) + 15 min to start = 322 min; with runtime "
-        "120 a job finishes over ⌈322 / 120⌉ = 3 attempts, each resuming from the parts of 512 prompts kept: set "
-        "models.qwen.resources.solve_rates.runtime to 120 and the profile's retries to at least 2, or measure fewer "
-        "prompts or shorter answers); lower the request (profile set-resources or --set-resources) or use another "
-        "partition"]
+        "(training.rollouts) × up to 8,192 tokens (training.max_new_tokens) = 92,012,544 tokens at 1,300 tokens/s of one "
+        "vLLM engine (the lowest estimate known, an A100-80GB's: the job asks for no GPU type "
+        "(models.<m>.resources.solve_rates.gpu_model); batch-invariant, every sample to the cap; calibrated on no GPU) "
+        "+ 15 min to start = 1,195 min; with runtime 120 a job finishes over ⌈1195 / 120⌉ = 10 attempts, each "
+        "resuming from the parts of 128 prompts kept: set models.qwen.resources.solve_rates.runtime to 120 and the "
+        "profile's retries to at least 9, or measure fewer prompts or shorter answers); lower the request (profile set-resources or --set-resources) "
+        "or use another partition"]
     # a runtime given on the command line is refused as any other request, without the sizing
     given = {"solve_rates": {"runtime": 500, "slurm_partition": "gpu", "gpu": 1}}
     assert resource_errors(study, given, tmp_path) == [

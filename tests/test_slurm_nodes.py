@@ -5,7 +5,7 @@ import os
 from pathlib import Path
 
 from dataflex_rl.study.slurm_nodes import (Node, SinfoAnswer, UnreadLine, cluster_fit_errors, cluster_nodes,
-                                           gres_gpus, node_fit_errors, parse_sinfo, time_limit_minutes)
+                                           gres_gpu_types, gres_gpus, node_fit_errors, parse_sinfo, time_limit_minutes)
 
 import forked_snakemake
 
@@ -22,7 +22,8 @@ gpu02|gpu|48|512000|gpu:v100:2,gpu:t4:2,shard:8|2-00:00:00
 def test_sinfo_lines_give_each_node_its_partition_cpus_memory_and_gpus():
     assert parse_sinfo(SINFO) == SinfoAnswer([
         Node("cpu01", "cpu", True, 64, 256000, 0, None), Node("cpu02", "cpu", True, 32, 512000, 0, None),
-        Node("gpu01", "gpu", False, 48, 1024000, 8, 2880), Node("gpu02", "gpu", False, 48, 512000, 4, 2880)])
+        Node("gpu01", "gpu", False, 48, 1024000, 8, 2880, ("a100",)),
+        Node("gpu02", "gpu", False, 48, 512000, 4, 2880, ("t4", "v100"))])
     assert [gres_gpus(g) for g in ("(null)", "gpu:4", "gpu:a100:4(S:0-1)", "mps:100", "gpu:h100:4(IDX:0-3),gpu:2")] \
         == [0, 4, 4, 0, 6]
 
@@ -158,3 +159,17 @@ def test_a_runtime_beyond_the_partitions_time_limit_is_refused_with_the_limit_to
         "ask at most that, e.g. --set-resources solve_rates:runtime=2880 (a train, score or solve-rate job resumes "
         "from what it kept when a retry follows its time limit), or use another partition"]
     assert node_fit_errors({"solve_rates": {"slurm_partition": "gpu", "gpu": 1, "runtime": 2880}}, nodes) == []
+
+
+def test_a_gpu_type_no_node_of_the_partition_has_is_refused_with_the_types_it_has():
+    """sinfo's GRES types (gpu:a100:8, gpu:v100:2,gpu:t4:2): a job's gpu_model is held to them (the Slurm executor
+    asks --gpus=<gpu_model>:<gpu>); an untyped `gpu:4` names none."""
+    assert [gres_gpu_types(g) for g in ("(null)", "gpu:4", "gpu:h200:8(S:0-1)", "gpu:v100:2,gpu:t4:2,shard:8")] \
+        == [(), (), ("h200",), ("t4", "v100")]
+    nodes = parse_sinfo(SINFO)
+    assert node_fit_errors({"train": {"slurm_partition": "gpu", "gpu": 8, "gpu_model": "a100"}}, nodes) == []
+    errors = node_fit_errors({"train": {"slurm_partition": "gpu", "gpu": 8, "gpu_model": "h200"}}, nodes)
+    assert errors == ["resources of rule train: gpu_model='h200' is no GPU type of Slurm partition 'gpu' (sinfo's "
+                      "GRES: a100, t4, v100); Slurm would refuse --gpus=h200:8 or hold it pending for ever — name one "
+                      "of its types (models.<m>.resources.train.gpu_model, or --set-resources train:gpu_model=...), "
+                      "or use another partition"]

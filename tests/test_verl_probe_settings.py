@@ -145,7 +145,8 @@ def test_the_qwen3_8b_round_at_8k_token_responses_by_hand():
       mask       8 × 9216² × 3                         =  2,038,431,744
       layer      73,728 × (217,088 + 6 × 4096)         = 17,817,403,392
       logits     8 × 128 positions × 151,936 × 12      =  1,866,989,568 (smaller than the layer)
-      total                                           = 142,303,850,496 = 132.5 GiB > 0.9 × 141 GiB = 126.9 GiB
+      total                                           = 142,303,850,496 = 132.5 GiB > 0.9 × 139 GiB = 125.1 GiB
+      (141 GB counted as 139 GiB: dataflex_rl/backends/verl/gpu_types.py)
     micro_batch 1, T = 9216: 98,288,824,320 + 3,019,898,880 + 254,803,968 + max(2,227,175,424, 1,866,989,568)
       = 103,790,702,592 = 96.7 GiB; micro_batch 4: 112.0 GiB and 6: 122.3 GiB fit, 7: 127.4 GiB does not.
     The full-logits path it replaced kept B·W·V·4 = 8 × 8192 × 151,936 × 4 = 39.8e9 bytes of fp32 log-softmax alone
@@ -170,36 +171,37 @@ def test_the_memory_check_refuses_micro_batch_8_with_the_arithmetic_and_the_larg
                                   response_tokens=8192)
     assert refused == [
         "models.q.probe.micro_batch: 8, but a selection round's backward passes need an estimated 132.5 GiB on one "
-        "GPU, beyond 126.9 GiB (90% of models.q.probe.gpu_memory_gb 141): 8.19e+09 parameters × 12 bytes (bf16 "
-        "weights and gradient, fp32 validation and mean gradients) = 91.5 GiB; micro_batch 8 × (1024 prompt + 8192 "
+        "GPU, beyond 125.1 GiB (90% of models.q.probe.gpu_memory_gb 141 GB, counted as 139 GiB): 8.19e+09 parameters "
+        "× 12 bytes (bf16 weights and gradient, fp32 validation and mean gradients) = 91.5 GiB; micro_batch 8 × (1024 prompt + 8192 "
         "response tokens) = 73728 tokens, holding their 36 checkpointed layers' inputs and the final norm's, 2 × 4096 "
         "× (36 + 4) bytes a token = 22.5 GiB; the attention mask, 8 × 9216² × 3 bytes = 1.9 GiB; and the larger of "
         "one layer recomputed, 217088 + 6 × 4096 bytes a token = 16.6 GiB, and one logit chunk, 1024 tokens × 151936 "
         "× 12 bytes = 1.7 GiB (an estimate from its shape: dataflex_rl/backends/verl/probe_settings.py, "
         "calibrated on the CPU, on no GPU) — lower models.q.probe.micro_batch to 6 (the largest that fits), or train "
-        "on GPUs of ≥ 147 GiB (and say so in models.q.probe.gpu_memory_gb)"]
+        "on GPUs of ≥ 150 GB (and say so in models.q.probe.gpu_memory_gb)"]  # 132.5 / 0.9 + 2 = 149.2
     for fits in (1, 4, 6):
         assert probe_memory_errors("models.q", QWEN3_8B, ProbeSettings(gpu_memory_gb=141, micro_batch=fits), 320000,
                                    shape=QWEN3_8B_SHAPE, prompt_tokens=1024, response_tokens=8192) == []
 
 
 def test_where_one_response_does_not_fit_the_fix_is_the_response_length_or_the_gpu():
-    # 0.9 × 106 GiB = 95.4 GiB < 96.7 GiB at micro_batch 1; 5537 response tokens (S = 6561) fit
-    one = ProbeSettings(gpu_memory_gb=106, micro_batch=1)
+    # 108 GB counted as 106 GiB: 0.9 × 106 GiB = 95.4 GiB < 96.7 GiB at micro_batch 1; 5537 response tokens
+    # (S = 6561) fit; the GPUs that would fit: 96.7 / 0.9 + 2 = 109.4 → 110 GB
+    one = ProbeSettings(gpu_memory_gb=108, micro_batch=1)
     [refused] = probe_memory_errors("models.q", QWEN3_8B, one, 320000, shape=QWEN3_8B_SHAPE, prompt_tokens=1024,
                                     response_tokens=8192)
     assert refused.startswith("models.q.probe.micro_batch: 1, but a selection round's backward passes need an "
                               "estimated 96.7 GiB on one GPU, beyond 95.4 GiB")
-    assert refused.endswith("— lower training.max_new_tokens to 5537 (at micro_batch 1), or train on GPUs of ≥ 107 "
-                            "GiB (and say so in models.q.probe.gpu_memory_gb)")
+    assert refused.endswith("— lower training.max_new_tokens to 5537 (at micro_batch 1), or train on GPUs of ≥ 110 "
+                            "GB (and say so in models.q.probe.gpu_memory_gb)")
     assert probe_memory(QWEN3_8B, QWEN3_8B_SHAPE, 1, 1024, 5537).total <= 0.9 * 106 * GIB
     assert probe_memory(QWEN3_8B, QWEN3_8B_SHAPE, 1, 1024, 5538).total > 0.9 * 106 * GIB
     # the parameters alone beyond the GPU: its memory is the key, with the activations in the estimate
-    [alone] = probe_memory_errors("models.q", QWEN3_8B, ProbeSettings(gpu_memory_gb=100, micro_batch=1), 320000,
+    [alone] = probe_memory_errors("models.q", QWEN3_8B, ProbeSettings(gpu_memory_gb=102, micro_batch=1), 320000,
                                   shape=QWEN3_8B_SHAPE, prompt_tokens=1024, response_tokens=8192)
-    assert alone.startswith("models.q.probe.gpu_memory_gb: 100, but a selection round's backward passes need an "
+    assert alone.startswith("models.q.probe.gpu_memory_gb: 102, but a selection round's backward passes need an "
                             "estimated 96.7 GiB on one GPU, beyond 90.0 GiB")
-    assert alone.endswith("— train on GPUs of ≥ 107 GiB (and say so in models.q.probe.gpu_memory_gb), or use a "
+    assert alone.endswith("— train on GPUs of ≥ 110 GB (and say so in models.q.probe.gpu_memory_gb), or use a "
                           "smaller model")
 
 
@@ -230,10 +232,11 @@ def test_the_train_resource_check_reads_the_shape_from_config_json_and_the_round
                               "estimated 132.5 GiB")
     assert "micro_batch 8 × (1024 prompt + 8192 response tokens)" in refused
     assert errors(6) == []
-    # a corpus prompt cap of 4096 tokens: S = 12,288, and micro_batch 6 no longer fits (133.2 GiB), 5 does (126.2)
+    # a corpus prompt cap of 4096 tokens: S = 12,288, and micro_batch 6 no longer fits (133.2 GiB), nor 5 (126.2 of
+    # 125.1); 4 does
     [capped] = errors(6, {"tokens": 4096, "source": "data_validation.corpus.max_prompt_tokens"})
     assert "micro_batch 6 × (4096 prompt + 8192 response tokens) = 73728 tokens" in capped
-    assert "lower models.q.probe.micro_batch to 5 (the largest that fits)" in capped
+    assert "lower models.q.probe.micro_batch to 4 (the largest that fits)" in capped
     assert "were not counted" not in capsys.readouterr().err
 
 

@@ -60,16 +60,19 @@ def test_the_verl_scenarios_plan_their_rounds_and_resources(tmp_path):
     # S2's model holds 4096 positions (declared: its config.json is not cached here): its own lengths fill them
     assert ("qwen2.5-math-1.5b (context 4096 declared) at its own lengths, over the study's in the commands below: "
             "training.max_new_tokens 3072, evaluation.max_new_tokens 3072") in summary
-    # S3's solve rates: 1 + 17,000 + 20,000 + 4,000 prompts in ⌈41,001 / 1,024⌉ = 41 jobs, each at most 1,024 prompts
-    # × K = 32 × 8192 tokens = 268,435,456 tokens at 5000 tokens/s: 894.8 → 895 min, + 15 to start = 910; 41 jobs of
-    # one GPU: 621.8 GPU-hours, × 8 CPUs 4,974.7 CPU-hours (one job of 35,843 min before: beyond any partition)
-    assert ("1,024 prompts at most (one of 41 jobs over the corpus's 41,001 at most: corpus.items_per_domain 1 over 1 "
+    # S3's solve rates: 1 + 17,000 + 20,000 + 4,000 prompts in ⌈41,001 / 384⌉ = 107 jobs, each at most 384 prompts
+    # × K = 32 × 8192 tokens = 100,663,296 tokens at the H200's estimated worst-case 4,200 tokens/s (the campaign's
+    # solve_rates gpu_model): 399.5 → 400 min, + 15 to start = 415; 107 jobs of one GPU: 740.1 GPU-hours, × 8 CPUs
+    # 5,920.7 CPU-hours (at the 5,000 tokens/s assumed before: 41 jobs of 1,024 prompts, 910 min each; 1,024 prompts
+    # at an A100-80GB's 1,300 would need 3,456 min, beyond a 1-day partition)
+    assert ("384 prompts at most (one of 107 jobs over the corpus's 41,001 at most: corpus.items_per_domain 1 over 1 "
             "domain(s)") in summary
-    assert "= 268,435,456 tokens at an assumed 5,000 tokens/s of one vLLM engine" in summary and "= 910 min" in summary
-    assert _row(summary, "solve_rates")[:10] == ["solve_rates", "41", "8", "8", "64000", "1", "910", "621.8",
-                                                 "4,974.7", "gpu"]
+    assert ("= 100,663,296 tokens at 4,200 tokens/s of one vLLM engine (gpu_model h200's estimate;" in summary
+            and "= 415 min" in summary)
+    assert _row(summary, "solve_rates")[:10] == ["solve_rates", "107", "8", "8", "64000", "1", "415", "740.1",
+                                                 "5,920.7", "gpu"]
     assert _row(summary, "solve_rate_table")[:3] == ["solve_rate_table", "1", "1"]
-    assert _row(result.stdout, "solve_rates") == ["solve_rates", "41"]  # what Snakemake plans: one job a chunk
+    assert _row(result.stdout, "solve_rates") == ["solve_rates", "107"]  # what Snakemake plans: one job a chunk
 
 
 def _refused_with(tmp_path: Path, overlay: str) -> str:
@@ -100,9 +103,24 @@ def test_s2_at_the_studys_lengths_is_refused_for_its_4096_positions(tmp_path):
 
 def test_qwen3_8b_at_the_released_probe_micro_batch_is_refused_from_its_declared_shape(tmp_path):
     """Its config.json is not cached here: the declared architecture gives the round's activations, and micro_batch 8,
-    the released scorer's, needs an estimated 132.5 GiB of the H200's 126.9 (config/campaigns/gradalign_verl.yaml)."""
+    the released scorer's, needs an estimated 132.5 GiB of the H200's 125.1 (90% of 141 GB counted as 139 GiB:
+    config/campaigns/gradalign_verl.yaml)."""
     output = _refused_with(tmp_path, "models:\n  qwen3-8b-base:\n    probe: {gpu_memory_gb: 141, parameters: "
                                      "8190735360, micro_batch: 8}\n")
     assert ("models.qwen3-8b-base.probe.micro_batch: 8, but a selection round's backward passes need an estimated "
-            "132.5 GiB on one GPU, beyond 126.9 GiB") in output
+            "132.5 GiB on one GPU, beyond 125.1 GiB (90% of models.qwen3-8b-base.probe.gpu_memory_gb 141 GB, counted as "
+            "139 GiB)") in output
     assert "lower models.qwen3-8b-base.probe.micro_batch to 6 (the largest that fits)" in output
+
+
+def test_the_h200_models_on_h100s_are_refused_for_their_declared_memory(tmp_path):
+    """The shipped scenario's train jobs sent to H100s (gpu_model h100 for both models: the train rule has one): the
+    declared 141 GB is refused for each model, naming both sizes and the fix, before any job is planned."""
+    output = _refused_with(tmp_path, "models:\n  qwen3-8b-base:\n    resources: {train: {gpu_model: h100}}\n"
+                                     "  qwen2.5-math-1.5b:\n    resources: {train: {gpu_model: h100}}\n")
+    for model in ("qwen3-8b-base", "qwen2.5-math-1.5b"):
+        assert (f"models.{model}.probe.gpu_memory_gb: 141, but the train job asks for gpu_model 'h100' (80 GB: 79.11 "
+                f"GiB as CUDA reports it, nvidia-smi 81,559 MiB), below the 141 GB, counted as 139 GiB — ask for a "
+                f"larger type (models.{model}.resources.train.gpu_model: h200) or lower "
+                f"models.{model}.probe.gpu_memory_gb to at most 80") in output
+    assert "Building DAG of jobs" not in output

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Protocol, Sequence
 
 from dataflex_rl.policies.methods import MethodSpec
 from dataflex_rl.training.recipe import GRPOSettings
@@ -156,9 +156,10 @@ class RunBackend(Protocol):
     # Prompts per solve-rate job (dataflex_rl.study.solve_rate_time: the corpus in chunks of this many, one job each,
     # which a cluster runs side by side), a multiple of `solve_rate_part`; None: the whole corpus in one job.
     solve_rate_job_prompts: int | None
-    # Generated tokens a second of the solve-rate job's engine, which the dry run sizes that job's runtime by
+    # Generated tokens a second of the solve-rate job's engine on a GPU type (the job's `gpu_model`, None where it asks
+    # for none), and how the summary names that figure, which the dry run sizes that job's runtime by
     # (dataflex_rl.study.solve_rate_time); None: the rule's default runtime.
-    solve_rate_tokens_per_second: float | None
+    solve_rate_throughput: Callable[[str | None], tuple[float, str]] | None
 
     def train(self, job: TrainJob, *, base, corpus, out_model, out_metrics, state_dir, threads: int,
               token_caps: TokenCaps | None, gpus: int) -> dict[str, Any]:

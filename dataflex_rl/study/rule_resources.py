@@ -9,7 +9,7 @@ from dataflex_rl.study.resolved import Study
 from dataflex_rl.study.solve_rate_time import sized_runtime
 
 # The resources the dry run checks and prices.
-RESOURCE_NAMES = ("threads", "cpus_per_task", "mem_mb", "gpu", "runtime", "slurm_partition", "nodes")
+RESOURCE_NAMES = ("threads", "cpus_per_task", "mem_mb", "gpu", "runtime", "slurm_partition", "nodes", "gpu_model")
 
 
 def _job_resources(study: Study, name: str, rule: str, workdir: Path) -> dict[str, Any]:

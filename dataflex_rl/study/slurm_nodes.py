@@ -32,6 +32,7 @@ class Node:
     mem_mb: int
     gpus: int
     max_minutes: int | None = None  # the partition's time limit (None: infinite)
+    gpu_types: tuple[str, ...] = ()  # the GPU types its GRES names (`gpu:h200:8`: h200), a job's gpu_model
 
 
 def gres_gpus(gres: str) -> int:
@@ -43,6 +44,18 @@ def gres_gpus(gres: str) -> int:
         if fields[0] == "gpu" and len(fields) > 1 and fields[-1].isdigit():
             total += int(fields[-1])
     return total
+
+
+def gres_gpu_types(gres: str) -> tuple[str, ...]:
+    """The GPU types a node's GRES string names, sorted: `gpu:h200:8` (h200), `gpu:a100:2,gpu:v100:2(S:0)` (a100,
+    v100); `gpu:4` and `(null)` none. A typed request (--gpus=h200:8, the Slurm executor's gpu_model) runs only on a
+    node with that type."""
+    types = set()
+    for entry in gres.split(","):
+        fields = re.sub(r"\(.*?\)", "", entry.strip()).split(":")
+        if fields[0] == "gpu" and len(fields) > 2:
+            types.add(fields[1])
+    return tuple(sorted(types))
 
 
 @dataclass(frozen=True)
@@ -118,7 +131,8 @@ def _read_line(number: int, line: str) -> Node | UnreadLine:
         problems.append(f"time limit {minutes!r} is neither a Slurm time (e.g. 2-00:00:00) nor infinite")
     if problems:
         return UnreadLine(number, line, "; ".join(problems), partition)
-    return Node(name, partition, partition_field.endswith("*"), cpus, memory, gres_gpus(gres), minutes)
+    return Node(name, partition, partition_field.endswith("*"), cpus, memory, gres_gpus(gres), minutes,
+                gres_gpu_types(gres))
 
 
 def parse_sinfo(text: str) -> SinfoAnswer:
@@ -174,7 +188,8 @@ def node_fit_errors(resources: Mapping[str, Mapping[str, Any]], cluster: SinfoAn
             continue
         request = _request(values)
         members = [node for node in nodes if node.partition == partition]
-        errors += _time_limit_errors(rule, values, partition, members)
+        errors += _time_limit_errors(rule, values, partition, members) + _gpu_type_errors(rule, values, partition,
+                                                                                            members)
         if any(all(getattr(node, key) >= amount for key, amount in request.items()) for node in members):
             continue
         largest = {key: max(getattr(node, key) for node in members) for key in request}
@@ -206,6 +221,20 @@ def _time_limit_errors(rule: str, values: Mapping[str, Any], partition: str, mem
             f"(reason PartitionTimeLimit) — ask at most that, e.g. --set-resources {rule}:runtime={max(limits)} "
             f"(a train, score or solve-rate job resumes from what it kept when a retry follows its time limit), or "
             f"use another partition"]
+
+
+def _gpu_type_errors(rule: str, values: Mapping[str, Any], partition: str, members: list[Node]) -> list[str]:
+    """A `gpu_model` that no node of the partition has: the Slurm executor asks --gpus=<gpu_model>:<gpu>
+    (snakemake_executor_plugin_slurm utils.py:384-402), which Slurm refuses or holds pending for ever."""
+    model = values.get("gpu_model")
+    types = sorted({kind for node in members for kind in node.gpu_types})
+    if not model or model in types:
+        return []
+    return [f"resources of rule {rule}: gpu_model={model!r} is no GPU type of Slurm partition {partition!r} (sinfo's "
+            f"GRES: {', '.join(types) if types else 'no typed GPUs'}); Slurm would refuse --gpus={model}:"
+            f"{values.get('gpu') or 1} or hold it pending for ever — name one of its types "
+            f"(models.<m>.resources.{rule}.gpu_model, or --set-resources {rule}:gpu_model=...), or use another "
+            f"partition"]
 
 
 def cluster_fit_errors(resources: Mapping[str, Mapping[str, Any]]) -> list[str]:

@@ -1,10 +1,12 @@
 """How a model's solve rates are measured as jobs (rule solve_rates: the untrained base's K samples per clean-corpus
 prompt, which the low_utility regime reads; rule solve_rate_table puts the jobs' rates together), and the runtime the
-dry run asks for each job where the model's backend states a decoding throughput (`solve_rate_tokens_per_second`:
-verl's vLLM engine); a backend without one (embedded) keeps the rule's defaults.
+dry run asks for each job where the model's backend states a decoding throughput (`solve_rate_throughput`: verl's
+vLLM engine on the GPU type the job asks for, the model's resources.solve_rates.gpu_model, else on the slowest type
+estimated; a profile's or the command line's gpu_model is not seen here); a backend without one (embedded) keeps the
+rule's defaults.
 
 The corpus is measured in chunks of the backend's `solve_rate_job_prompts` prompts, one job each, which Slurm runs
-side by side on as many GPUs as it has (verl: 1024 prompts; the embedded backend, whose samples come from one stream,
+side by side on as many GPUs as it has (verl: 384 prompts; the embedded backend, whose samples come from one stream,
 measures the whole corpus in one job). Their number is fixed at dry run from what it knows of the corpus: at most
 `rows` prompts (its upper bound before decontamination and de-duplication: dataflex_rl.study.corpus_bound), so chunk i
 holds the clean corpus's rows [i × size, (i + 1) × size) and the last one the rest, which may be none. A chunk's work
@@ -46,6 +48,7 @@ class SolveRateTime:
     max_new_tokens: int
     length_key: str  # the setting max_new_tokens comes from: the model's own, or the study's
     tokens_per_second: float
+    throughput: str  # how the summary names it: the type's estimate, or the lowest known (solve_rate_throughput)
 
     @property
     def tokens(self) -> int:
@@ -59,9 +62,9 @@ class SolveRateTime:
         source = (self.made_of if self.chunks == 1 else
                   f"one of {self.chunks} jobs over the corpus's {self.corpus_rows:,} at most: {self.made_of}")
         return (f"{self.rows:,} prompts at most ({source}) × K = {self.samples} samples (training.rollouts) × up to "
-                f"{self.max_new_tokens:,} tokens ({self.length_key}) = {self.tokens:,} tokens at an assumed {self.tokens_per_second:,.0f} tokens/s of "
-                f"one vLLM engine (batch-invariant; calibrated on no GPU) + {START_MINUTES} min to start = "
-                f"{self.minutes:,} min")
+                f"{self.max_new_tokens:,} tokens ({self.length_key}) = {self.tokens:,} tokens at "
+                f"{self.tokens_per_second:,.0f} tokens/s of one vLLM engine ({self.throughput}; batch-invariant, every "
+                f"sample to the cap; calibrated on no GPU) + {START_MINUTES} min to start = {self.minutes:,} min")
 
 
 _ROWS: dict[tuple[str, Path], tuple[int, str] | None] = {}
@@ -98,13 +101,14 @@ def solve_rate_time(study: Study, model: str, workdir: Path = Path(".")) -> Solv
     spec = study.models[model]
     backend = get_backend(spec.backend)
     bound = _rows_bound(study, Path(workdir).resolve())
-    if backend.solve_rate_tokens_per_second is None or bound is None:
+    if backend.solve_rate_throughput is None or bound is None:
         return None
     rows, made_of = bound
     training = study.model_training(model)
+    tokens_per_second, throughput = backend.solve_rate_throughput(spec.job_resources("solve_rates").get("gpu_model"))
     return SolveRateTime(model, min(rows, backend.solve_rate_job_prompts or rows), rows, made_of,
                          chunk_count(study, model, workdir), training.rollouts, training.max_new_tokens,
-                         spec.setting_key("training", "max_new_tokens"), backend.solve_rate_tokens_per_second)
+                         spec.setting_key("training", "max_new_tokens"), tokens_per_second, throughput)
 
 
 def sized_runtime(study: Study, model: str, workdir: Path = Path(".")) -> int | None:

@@ -77,7 +77,7 @@ class EmbeddedBackend:
     # part would measure depend on the others
     solve_rate_part = None
     solve_rate_job_prompts = None
-    solve_rate_tokens_per_second = None  # CPU jobs: the rule's default runtime
+    solve_rate_throughput = None  # CPU jobs: the rule's default runtime
 
     def model_settings(self, entry: Mapping[str, Any]) -> dict[str, Any]:
         return {"backend": self.name, "shape": asdict(filled(ModelShape, entry.get("shape"))),

@@ -16,6 +16,7 @@ from dataflex_rl.backends.verl.model_context import context_refusal, declared_co
 from dataflex_rl.backends.verl.model_heads import (architecture_source, declared_architecture_errors, model_config,
                                                    model_heads, model_parameters, tensor_parallel_problem)
 from dataflex_rl.backends.verl.train_memory import rollout_memory_errors
+from dataflex_rl.backends.verl.gpu_types import decode_throughput, gpu_model_errors, gpu_type
 from dataflex_rl.backends.verl.probe_settings import ProbeSettings, check_selection_options, probe_memory_errors
 from dataflex_rl.backends.verl.rollout import RESULT_SETTINGS, RolloutSettings
 from dataflex_rl.backends.verl.scoring import PROMPT_TOKENS
@@ -101,17 +102,21 @@ class VerlBackend:
     conda_env = "../envs/gpu.yaml"
     build_base_model = None  # verl loads `path` and scores it untrained like any run
     # vLLM seeds each prompt's request from its own tokens (vllm_requests.request_seed) and scores batch-invariantly
-    # (scoring.BATCH_INVARIANT), so the parts give the rates of one pass; 512 prompts × K = 32 samples at up to 8k
-    # tokens is about an hour of one GPU, the most a kill or a requeue loses
-    solve_rate_part = 512
-    # Two parts a job: ~15 h of one GPU at the worst case below (every sample to 8k tokens), within a 1-day partition;
-    # a corpus of 41k prompts (GradAlign's S3) is 41 jobs, which a cluster runs side by side
-    solve_rate_job_prompts = 1024
-    # What the dry run sizes a solve-rate job's runtime by (dataflex_rl.study.solve_rate_time): generated tokens a
-    # second of its one vLLM engine under batch invariance. An assumption, calibrated on no GPU: the low end of the
-    # 5-10k docs/backends.md assumes for scoring a 1.5B model, below the ~7k a second estimated for decoding an 8B model
-    # on one H200; the K samples of a prompt share its prefix, which this leaves as margin.
-    solve_rate_tokens_per_second = 5000
+    # (scoring.BATCH_INVARIANT), so the parts give the rates of one pass. 128 prompts × K = 32 samples at up to 8k
+    # tokens is the most a kill or a requeue loses: at the worst case below on the slowest GPU estimated (an
+    # A100-80GB's 1,300 tokens/s) 7.2 h, within half of a 1-day partition's limit; 2.2 h on an H200.
+    solve_rate_part = 128
+    # Three parts a job: 1,306 min at that worst case on an A100-80GB (within a 1-day partition), 660 on an H100, 415
+    # on an H200; a corpus of 41k prompts (GradAlign's S3) is 107 jobs, which a cluster runs side by side. (The 1,024
+    # prompts a job sized before at an assumed 5,000 tokens/s take 3,456 min at 1,300: beyond a 1-day partition.)
+    solve_rate_job_prompts = 384
+
+    @staticmethod
+    def solve_rate_throughput(gpu_model: str | None) -> tuple[float, str]:
+        """What the dry run sizes a solve-rate job's runtime by (dataflex_rl.study.solve_rate_time): generated tokens a
+        second of its one vLLM engine under batch invariance, every sample to the length cap, on the job's GPU type
+        (gpu_types.decode_throughput: an estimate from published figures, calibrated on no GPU run here)."""
+        return decode_throughput(gpu_model)
 
     def open_probe(self, trainer, temperature: float):
         """A selection round's probe on a round boundary of the merge-then-score loop (`trainer`:
@@ -165,7 +170,8 @@ class VerlBackend:
                     f"override from the profile's set-resources or --set-resources, or set "
                     f"{key}.resources.train.gpu)"]
         parameters = _parameter_count(key, model, selection is not None)
-        errors = (self._batch_errors(training, int(resources["gpu"]))
+        errors = (self._gpu_type_errors(key, model, resources.get("gpu_model"))
+                  + self._batch_errors(training, int(resources["gpu"]))
                   + self._rollout_errors(key, model, int(resources["gpu"]))
                   + self._train_context_errors(key, model, training, prompt_cap, selection is not None)
                   + self._train_memory_errors(key, model, int(resources["gpu"]), parameters))
@@ -196,6 +202,16 @@ class VerlBackend:
         return probe_memory_errors(key, parameters, settings, int(resources.get("mem_mb") or 0), gradient_rows,
                                    shape=shape, prompt_tokens=prompt_tokens, response_tokens=training.max_new_tokens,
                                    length_key=model.setting_key("training", "max_new_tokens"))
+
+    @staticmethod
+    def _gpu_type_errors(key: str, model: ModelSpec, gpu_model: str | None) -> list[str]:
+        """The declared probe.gpu_memory_gb against the GPU type the train job asks for (gpu_types.gpu_model_errors;
+        the selection round runs in the train job, on its GPUs); a type not in gpu_types.KNOWN_GPUS: one stderr line."""
+        if gpu_model and gpu_type(gpu_model) is None:
+            print(f"{key}: the train job's gpu_model {gpu_model!r} is not a GPU type of "
+                  f"dataflex_rl/backends/verl/gpu_types.py, so its memory was not checked against "
+                  f"{key}.probe.gpu_memory_gb here; the job checks the GPUs it gets before verl starts", file=sys.stderr)
+        return gpu_model_errors(key, _probe(model.settings).gpu_memory_gb, gpu_model)
 
     @staticmethod
     def _train_memory_errors(key: str, model: ModelSpec, gpus: int, parameters: int | None) -> list[str]:

@@ -23,6 +23,7 @@ from dataflex_rl.backends.verl.checkpoints import remove_superseded_checkpoints,
 from dataflex_rl.backends.verl.dataset import verl_frame, write_verl_corpus
 from dataflex_rl.backends.verl.gpu_memory import check_free_in_subprocess
 from dataflex_rl.backends.verl.job import VerlRunJob
+from dataflex_rl.backends.verl.model_heads import model_parameters
 from dataflex_rl.backends.verl.overrides import (DEFAULT_PROMPT_TOKENS, RunFiles, attention_implementation, run_overrides,
                                                  verl_command)
 from dataflex_rl.backends.verl.rollout_stops import write_rollout_generation_config
@@ -30,6 +31,7 @@ from dataflex_rl.backends.verl.probe_settings import ProbeSettings
 from dataflex_rl.backends.verl.round_job import RoundSpec, run_round_process
 from dataflex_rl.backends.verl.rollout import RolloutSettings
 from dataflex_rl.backends.verl.selection_rounds import ROUNDS_FOLDER, policy_driver, round_metrics, run_segments
+from dataflex_rl.backends.verl.train_memory import beside_rollout_bytes
 from dataflex_rl.policies.methods import MethodSpec
 from dataflex_rl.training.recipe import GRPOSettings
 from dataflex_rl.corpus.token_caps import TokenCaps
@@ -220,9 +222,19 @@ def train_verl_run(model_path: str, *, corpus, method: MethodSpec, seed: int, tr
     final = final_actor_dir(files.checkpoint_dir, training.steps)
     prompt_tokens = token_caps.prompt["tokens"] if token_caps else DEFAULT_PROMPT_TOKENS
 
+    parameters = model_parameters(model_path) or probe.parameters
+    if parameters is None:
+        print(f"the free GPU memory before each verl segment is checked for vLLM's share alone: the parameter count "
+              f"of {model_path} (for the FSDP state beside it) is neither in its config.json nor in "
+              f"models.<m>.probe.parameters", file=sys.stderr, flush=True)
+
     def train_to(settings: GRPOSettings) -> None:
+        # vLLM's share and, beside it, verl's FSDP state and context (train_memory's sum, which the dry run checked
+        # against the declared GPUs); first the GPUs the job got against the declared probe.gpu_memory_gb
         check_free_in_subprocess(rollout_engine.gpu_memory_utilization,
-                                 "verl's rollout (vLLM at the model's rollout.gpu_memory_utilization)")
+                                 "verl's rollout (vLLM at the model's rollout.gpu_memory_utilization)",
+                                 beside=beside_rollout_bytes(parameters, gpus) if parameters else 0,
+                                 gpu_memory_gb=probe.gpu_memory_gb, model=model_path)
         stops = write_rollout_generation_config(model_path, files.generation_config_dir)
         print(f"rollouts stop at token ids {stops} ({files.generation_config_dir})", file=sys.stderr, flush=True)
         run_verl(run_overrides(model_path, settings, seed, gpus=gpus, cpus=cpus, files=files, attention=attention,

@@ -12,8 +12,11 @@ which only a small model can afford); the dry run counts them.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
+
+from dataflex_rl.backends.verl.gpu_types import MARGIN_GIB, counted, usable_gib
 
 if TYPE_CHECKING:
     from dataflex_rl.policies.methods import MethodSpec
@@ -133,7 +136,8 @@ def probe_memory(parameters: int, shape: ModelShape, micro_batch: int, prompt_to
 
 
 def _gpu_limit(settings: ProbeSettings) -> float:
-    return GPU_HEADROOM * settings.gpu_memory_gb * GIB
+    """The bytes a round may use of one GPU: GPU_HEADROOM of the declared size counted as gpu_types.usable_gib."""
+    return GPU_HEADROOM * usable_gib(settings.gpu_memory_gb) * GIB
 
 
 def _largest(fits, upper: int) -> int:
@@ -168,14 +172,14 @@ def _activation_errors(key: str, parameters: int, settings: ProbeSettings, shape
         longest = 0 if largest else _largest(lambda w: fits(1, w), response_tokens - 1)
         fixes += ([f"lower {key}.probe.micro_batch to {largest} (the largest that fits)"] if largest else []) + (
             [f"lower {length_key} to {longest} (at micro_batch 1)"] if longest else [])
-    fixes.append(f"train on GPUs of ≥ {memory.total / GPU_HEADROOM / GIB:.0f} GiB (and say so in "
-                 f"{key}.probe.gpu_memory_gb)")
+    fixes.append(f"train on GPUs of ≥ {math.ceil(memory.total / GPU_HEADROOM / GIB + MARGIN_GIB)} GB (and say so "
+                 f"in {key}.probe.gpu_memory_gb)")
     if memory.parameters > limit:
         fixes.append("use a smaller model")
     return [f"{head}, but a selection round's backward passes need an estimated {memory.total / GIB:.1f} GiB on one "
             f"GPU, beyond {limit / GIB:.1f} GiB ({GPU_HEADROOM:.0%} of {key}.probe.gpu_memory_gb "
-            f"{settings.gpu_memory_gb:g}): {parameters:.3g} parameters × {GPU_BYTES_PER_PARAMETER} bytes (bf16 weights "
-            f"and gradient, fp32 validation and mean gradients) = {memory.parameters / GIB:.1f} GiB; micro_batch "
+            f"{counted(settings.gpu_memory_gb)}): {parameters:.3g} parameters × {GPU_BYTES_PER_PARAMETER} bytes (bf16 "
+            f"weights and gradient, fp32 validation and mean gradients) = {memory.parameters / GIB:.1f} GiB; micro_batch "
             f"{batch} × ({prompt_tokens} prompt + {response_tokens} response tokens) = {batch * sequence} tokens, "
             f"holding their {shape.layers} checkpointed layers' inputs and the final norm's, 2 × {shape.hidden} × "
             f"({shape.layers} + 4) bytes a token = {memory.held / GIB:.1f} GiB; the attention mask, {batch} × "
