@@ -119,5 +119,37 @@ def test_a_rounds_backward_passes_hold_on_the_host_what_the_dry_run_counts(measu
                            f"{bound / 2**20:.0f} MB of the dry run's terms and the CPU devices'")
 
 
+def test_the_shares_add_in_their_order_and_a_failed_share_stops_only_those_after_it():
+    """Shares finishing in reverse order still add in share order (fp32 sums whose order shows: 1e8 + 1 − 1e8); a
+    share that fails lets the ones before it add and stops the ones after it, with no thread left waiting."""
+    import threading
+    import time
+
+    import torch
+
+    from dataflex_rl.backends.verl.probe_shards import SharesInTurn, each_share
+
+    def run(values, failing=None):
+        shares = SharesInTurn(1)
+
+        def add(index, rows):
+            time.sleep(0.05 * (len(values) - index))  # the last share finishes first
+            try:
+                if index == failing:
+                    raise ValueError(f"share {index}")
+                shares.share(index).add([(slice(0, 1), torch.tensor([values[index]]))])
+            except BaseException:
+                shares.failed(index)
+                raise
+        each_share(list(range(len(values))), len(values), add)
+        return shares.sum.total
+
+    threads = threading.active_count()
+    assert run([1e8, 1.0, -1e8]).item() == float(torch.tensor(1e8) + 1.0 - 1e8)  # 0.0, not 1.0
+    with pytest.raises(ValueError, match="share 1"):
+        run([1.0, 2.0, 3.0], failing=1)
+    assert threading.active_count() == threads  # each_share's pool has ended: no share was left waiting
+
+
 if __name__ == "__main__":
     print(json.dumps(_measure()))
