@@ -435,6 +435,13 @@ CASES = [
                                                                                 "control": "baseline"})),
          ("models.qwen.probe.gpu_memory_gb: 80, but a selection round's backward passes need 92 GiB on one GPU for "
           "8.19e+09 parameters", "train on GPUs of ≥ 102 GiB")),
+    # the round's host memory: Qwen3-8B on the train rule's 8 GPUs, one round engine each (30 bytes a parameter)
+    Case("a selection round's host memory beyond the train job's", _all(_verl(), _set("models.qwen.probe", {
+        "parameters": 8190735360, "gpu_memory_gb": 141}), _method("gradalign", {"policy": "gradalign",
+                                                                                 "control": "baseline"})),
+         ("resources of rule train: mem_mb=32000, but a selection round of models.qwen holds 234435 MB on the host",
+          "the weights of its 8 sleeping vLLM engine(s), pinned bf16 copies (8 × 2 bytes a parameter, 124981 MB)",
+          "set models.qwen.resources.train.mem_mb to at least 234435"), args=("--set-resources", "train:mem_mb=32000")),
     # a local model's config.json: the round's activations and logits are counted besides the parameters; the tiny
     # Qwen2's 8 padded sequences of 1024 prompt + 8192 response tokens hold a 2.0 GB attention mask (8 × 9216² × 3)
     Case("a selection round's activations beyond one GPU", _all(

@@ -40,25 +40,71 @@ def test_an_8b_round_fits_an_h200_and_not_an_80gb_gpu():
                       "need the model's shape: its config.json or a declared architecture) — train on GPUs of ≥ 102 GiB "
                       "(and say so in "
                       "models.q.probe.gpu_memory_gb), or use a smaller model"]
-    # 8 bytes a parameter on the host: 65.5e9 bytes = 62,490 MB
+    # on the host, one engine (round_host_memory): 2 (the model) + 2 (the engine's sleeping weights) + 8 (g_v, its
+    # unit direction) + 4 (the replicas' one sum) = 16 bytes a parameter, 131.05e9 bytes, + 24 × 2^22 bytes of blocks
+    # in flight: 131,152,429,056 bytes = 125,076.7 MB
     host = probe_memory_errors("models.q", QWEN3_8B, ProbeSettings(gpu_memory_gb=141), host_mb=32000)
-    assert host == ["resources of rule train: mem_mb=32000, but a selection round of models.q holds 62490 MB on the "
-                    "host: the model, vLLM's sleeping weights and the validation gradient (8 bytes a parameter) — raise "
-                    "the train rule's mem_mb (models.q.resources.train.mem_mb)"]
+    assert host == ["resources of rule train: mem_mb=32000, but a selection round of models.q holds 125077 MB on the "
+                    "host at its peak, for 8.19e+09 parameters: the HF model between backward passes (bf16, 15623 MB); "
+                    "the weights of its 1 sleeping vLLM engine(s), pinned bf16 copies (1 × 2 bytes a parameter, 15623 "
+                    "MB); the validation gradient and its unit direction (fp32, 62490 MB); the fp32 sum the replicas "
+                    "add their gradients into (31245 MB); the blocks in flight (96 MB) (dataflex_rl/backends/verl/"
+                    "probe_settings.py: round_host_memory) — set models.q.resources.train.mem_mb to at least 125077"]
+    assert probe_memory_errors("models.q", QWEN3_8B, ProbeSettings(gpu_memory_gb=141), host_mb=125077) == []
+    assert len(probe_memory_errors("models.q", QWEN3_8B, ProbeSettings(gpu_memory_gb=141), host_mb=125076)) == 1
+
+
+def test_the_host_holds_each_sleeping_engines_weights():
+    """8 engines (8 GPUs at tensor_parallel_size 1) add 8 × 2 bytes a parameter: Qwen3-8B's round holds 30 bytes a
+    parameter, 245.8e9 bytes = 234,435 MB, which the train rule's default 320,000 MB holds and 200,000 does not; at
+    tensor_parallel_size 2 the 4 engines' 171,950 MB fit 200,000 (backend._probe_errors counts the engines)."""
+    from dataflex_rl.backends.verl.probe_settings import round_host_memory
+
+    memory = round_host_memory(QWEN3_8B, engines=8)
+    assert (memory.model, memory.engines, memory.validation, memory.accumulation) == (
+        2 * QWEN3_8B, 16 * QWEN3_8B, 8 * QWEN3_8B, 4 * QWEN3_8B)
+    assert memory.total == 30 * QWEN3_8B + 24 * (1 << 22) and round(memory.total / (1 << 20)) == 234435
+    assert round_host_memory(QWEN3_8B, 8, gradient_rows=3).total == memory.total + 3 * 4 * QWEN3_8B
+    verl = get_backend("verl")
+
+    def errors(mem_mb, tensor_parallel_size=1):
+        model = ModelSpec.from_entry("q", {"backend": "verl", "path": "Qwen/Qwen3-8B-Base",
+                                           "rollout": {"tensor_parallel_size": tensor_parallel_size},
+                                           "probe": {"parameters": QWEN3_8B, "gpu_memory_gb": 141}})
+        return verl._probe_errors("models.q", model, {"gpu": 8, "mem_mb": mem_mb}, 0, GRPOSettings(), None,
+                                  QWEN3_8B)
+
+    assert errors(320000) == []
+    refused = errors(200000)
+    assert len(refused) == 1 and "holds 234435 MB on the host" in refused[0]
+    assert "the weights of its 8 sleeping vLLM engine(s), pinned bf16 copies (8 × 2 bytes a parameter, 124981 MB)" \
+        in refused[0] and refused[0].endswith("set models.q.resources.train.mem_mb to at least 234435")
+    assert errors(200000, tensor_parallel_size=2) == []
+
+
+def test_the_module_shares_are_summed_in_the_blocks_the_dry_run_counts():
+    from dataflex_rl.backends.verl.probe_settings import HOST_BLOCK
+    from dataflex_rl.prompt_selection.scores import CONTRIBUTION_BLOCK
+
+    assert CONTRIBUTION_BLOCK == HOST_BLOCK
 
 
 def test_whole_group_gradients_on_the_host_are_counted_and_name_the_options():
     """A projection or normalised validation groups hold whole fp32 gradients on the host: 100 groups of a
-    1.5e9-parameter model are 100 × 1.5e9 × 4 = 600e9 bytes = 572,205 MB besides its 8 bytes a parameter (11,444 MB)."""
+    1.5e9-parameter model are 100 × 1.5e9 × 4 = 600e9 bytes = 572,205 MB besides the round's 16 bytes a parameter
+    with one engine and its 96 MB of blocks (22,984 MB)."""
     settings = ProbeSettings(gpu_memory_gb=80)
     assert probe_memory_errors("models.q", 1_500_000_000, settings, host_mb=320000) == []
     refused = probe_memory_errors("models.q", 1_500_000_000, settings, host_mb=320000, gradient_rows=100)
-    assert refused == ["resources of rule train: mem_mb=320000, but a selection round of models.q holds 583649 MB on "
-                       "the host: the model, vLLM's sleeping weights and the validation gradient (8 bytes a parameter) "
-                       "and 100 whole fp32 gradients of its groups (572205 MB: a projection_dim holds the M "
-                       "candidates', normalise_validation_groups the |P_v| validation groups') — raise the train "
-                       "rule's mem_mb (models.q.resources.train.mem_mb), or leave those options out (every other "
-                       "reduction streams one group at a time)"]
+    assert refused == ["resources of rule train: mem_mb=320000, but a selection round of models.q holds 595189 MB on "
+                       "the host at its peak, for 1.5e+09 parameters: the HF model between backward passes (bf16, "
+                       "2861 MB); the weights of its 1 sleeping vLLM engine(s), pinned bf16 copies (1 × 2 bytes a "
+                       "parameter, 2861 MB); the validation gradient and its unit direction (fp32, 11444 MB); the "
+                       "fp32 sum the replicas add their gradients into (5722 MB); the blocks in flight (96 MB); 100 "
+                       "whole fp32 gradients of its groups (572205 MB: a projection_dim holds the M candidates', "
+                       "normalise_validation_groups the |P_v| validation groups') (dataflex_rl/backends/verl/"
+                       "probe_settings.py: round_host_memory) — set models.q.resources.train.mem_mb to at least "
+                       "595189, or leave those options out (every other reduction streams one group at a time)"]
 
 
 def test_the_largest_round_counts_the_gradients_its_options_hold_at_once():

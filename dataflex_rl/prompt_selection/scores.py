@@ -197,12 +197,23 @@ def unit_group_sum(groups: Tensor, eps: float = 1e-5) -> Tensor:
     return unit_vector(groups, eps).sum(dim=0)
 
 
+# elements of a module's slices multiplied in fp64 at once (module_contributions): 96 MiB of the two fp64 blocks and
+# their product, whatever the model's size (the verl dry run counts it: probe_settings.HOST_BLOCK)
+CONTRIBUTION_BLOCK = 1 << 22
+
+
 def module_contributions(validation_unit: Tensor, candidate_unit: Tensor, layout) -> dict[str, float]:
     """Each module's share of the score g_v·g_i: the dot product over the module's slices of the flat vectors.
 
     `layout` is a `gradients.ParameterLayout`; the shares sum to the full dot product. The released scorer logs the
-    top five by |dot| (L540–591); tied embeddings may dominate.
+    top five by |dot| (L540–591); tied embeddings may dominate. Computed in fp64 a slice at a time, and a slice of
+    more than CONTRIBUTION_BLOCK elements a block at a time, never the whole vectors in fp64 (for an 8B model 3 × 61
+    GiB): a slice within one block gives the sum of the whole vectors' products there, bit for bit.
     """
-    products = validation_unit.double() * candidate_unit.double()
-    return {module: float(sum(products[layout.slices[name]].sum() for name in names))
+    def dot(where: slice) -> Tensor:
+        return sum((validation_unit[start:min(start + CONTRIBUTION_BLOCK, where.stop)].double()
+                    * candidate_unit[start:min(start + CONTRIBUTION_BLOCK, where.stop)].double()).sum()
+                   for start in range(where.start, where.stop, CONTRIBUTION_BLOCK))
+
+    return {module: float(sum(dot(layout.slices[name]) for name in names))
             for module, names in layout.modules().items()}

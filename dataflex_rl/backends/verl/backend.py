@@ -184,7 +184,9 @@ class VerlBackend:
     def _probe_errors(key: str, model: ModelSpec, resources: Mapping[str, Any], gradient_rows: int,
                       training: GRPOSettings, prompt_cap: TokenCap | None, parameters: int) -> list[str]:
         """A selection round's memory on one of the train job's GPUs and on its host (probe_settings), with
-        `gradient_rows` whole gradients held at once (SelectionSize), for the model's `parameters` (_parameter_count).
+        `gradient_rows` whole gradients held at once (SelectionSize), for the model's `parameters` (_parameter_count);
+        the host holds the sleeping weights of one round engine per rollout.tensor_parallel_size GPUs of the job
+        (round_engines.device_groups), at least one.
         Where the model's shape is known (config.json, else `architecture` as declared: model_config), the GPU's bytes
         add one micro-batch's activations and logits (probe_settings.probe_memory) at sequences of the prompt allowance
         (the corpus's prompt cap, else DEFAULT_PROMPT_TOKENS, as _train_context_errors) + training.max_new_tokens;
@@ -199,9 +201,10 @@ class VerlBackend:
                   f"config.json cannot be read here and {key}.architecture is not declared, so the activations and "
                   f"logits of {key}.probe.micro_batch responses were not counted", file=sys.stderr)
         prompt_tokens = prompt_cap["tokens"] if prompt_cap else DEFAULT_PROMPT_TOKENS
+        engines = max(1, int(resources.get("gpu") or 0) // _rollout(model.settings).tensor_parallel_size)
         return probe_memory_errors(key, parameters, settings, int(resources.get("mem_mb") or 0), gradient_rows,
                                    shape=shape, prompt_tokens=prompt_tokens, response_tokens=training.max_new_tokens,
-                                   length_key=model.setting_key("training", "max_new_tokens"))
+                                   length_key=model.setting_key("training", "max_new_tokens"), engines=engines)
 
     @staticmethod
     def _gpu_type_errors(key: str, model: ModelSpec, gpu_model: str | None) -> list[str]:

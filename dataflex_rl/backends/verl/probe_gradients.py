@@ -10,11 +10,14 @@ path packs a group into one sequence, which at 8k-token responses would need a [
 
 Three reductions of the groups' gradients, each in the parameter layout's order (prompt_selection.gradients.
 ParameterLayout) and fp32:
-- `group_gradients`: the [N, P] rows (held on the CPU: for small models and the policies that need the rows);
+- `group_gradients`: the [N, P] rows (held on the CPU: for small models and the policies that need the rows),
+  each parameter's gradient written into its slice of the row;
 - `summed_gradient`: [P], the gradient of the sum of the groups' losses (g_v before normalisation);
 - `group_alignment`: per group g·u and ‖g‖, and the chunk's mean scored gradient (prompt_selection.scores.Alignment),
   accumulated one group at a time on the model's device, so an 8B model never holds more than its weights, one
   gradient, u and the mean.
+The last two can add their [P] into a `HostSum` instead of returning one of their own: the host then holds one fp32
+sum for all the replicas of a round (probe_shards), and each gradient crosses to it one block at a time.
 The model's parameters and `.grad`s, each module's training flag and its gradient checkpointing are left as they
 were.
 
@@ -45,13 +48,13 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import torch
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
-from dataflex_rl.backends.verl.probe_settings import LOGIT_CHUNK_TOKENS
+from dataflex_rl.backends.verl.probe_settings import HOST_BLOCK, LOGIT_CHUNK_TOKENS
 from dataflex_rl.prompt_selection.gradients import ParameterLayout
 from dataflex_rl.prompt_selection.scores import Alignment, mean_weights, probe_coefficients, zero_advantage
 
@@ -216,9 +219,27 @@ def _backward_group(model, group: GroupTokens, rewards: Tensor, aggregation: str
         (-(weight * torch.exp(logp - logp.detach())).sum()).backward()
 
 
-def _flat(parameters, device: torch.device | str = "cpu") -> Tensor:
-    return torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1).float().to(device)
-                      for _, p in parameters])
+class HostSum:
+    """A [P] fp32 sum on the host (`total`, zeros to begin with) that gradients on any device are added into, each
+    piece one HOST_BLOCK of elements at a time: its fp32 copy on the host (times `scale` where one is given) is the
+    only transient, never a whole [P] vector or a concatenation. Each element's float operations are those of
+    `total += vector` (`total += vector * scale`), whatever the blocks."""
+
+    def __init__(self, size: int):
+        self.total = torch.zeros(size, dtype=torch.float32)
+
+    def add(self, pieces: Iterable[tuple[slice, Tensor]], scale: float | None = None) -> None:
+        """Add each (slice of the flat vector, the flat values there) of `pieces`."""
+        for where, values in pieces:
+            for start in range(0, values.numel(), HOST_BLOCK):
+                block = values[start:start + HOST_BLOCK].float().cpu()
+                self.total[where.start + start:where.start + start + block.numel()] += (
+                    block if scale is None else block * scale)
+
+
+def _gradient_pieces(parameters, layout: ParameterLayout) -> list[tuple[slice, Tensor]]:
+    """Each parameter's flat `.grad` at its slice of the layout (a parameter without one adds nothing: zeros)."""
+    return [(layout.slices[name], p.grad.reshape(-1)) for name, p in parameters if p.grad is not None]
 
 
 def _check(groups: Sequence[GroupTokens], rewards: Tensor, micro_batch: int, chunk_tokens: int) -> None:
@@ -234,37 +255,49 @@ def _check(groups: Sequence[GroupTokens], rewards: Tensor, micro_batch: int, chu
 
 
 def group_gradients(model, groups: Sequence[GroupTokens], rewards: Tensor, *, aggregation: str = "token_mean",
-                    micro_batch: int = 8, pad_id: int = 0, chunk_tokens: int = LOGIT_CHUNK_TOKENS) -> Tensor:
+                    micro_batch: int = 8, pad_id: int = 0, chunk_tokens: int = LOGIT_CHUNK_TOKENS,
+                    into: Tensor | None = None, rows: Sequence[int] | None = None) -> Tensor:
     """[N, P] fp32 on the CPU: row g is ∇θ probe_loss of group g (zero-advantage groups: zeros, not
-    back-propagated)."""
+    back-propagated). With `into` (a zeroed fp32 [·, P] on the CPU) group g's row is written to into[rows[g]]
+    (default: g) and `into` returned: each parameter's gradient straight into its slice of the row."""
     _check(groups, rewards, micro_batch, chunk_tokens)
     layout = ParameterLayout.of(model)
-    rows = torch.zeros(len(groups), layout.size, dtype=torch.float32)
+    if into is None:
+        into = torch.zeros(len(groups), layout.size, dtype=torch.float32)
     with _measuring(model, groups) as (parameters, forward):
         for g in (~zero_advantage(rewards.float())).nonzero().squeeze(-1).tolist():
             _clear(parameters)
             _backward_group(model, groups[g], rewards[g], aggregation, micro_batch, pad_id, forward, chunk_tokens)
-            rows[g] = _flat(parameters)
-    return rows
+            row = into[g if rows is None else rows[g]]
+            for where, values in _gradient_pieces(parameters, layout):
+                row[where] = values
+    return into
 
 
 def summed_gradient(model, groups: Sequence[GroupTokens], rewards: Tensor, *, aggregation: str = "token_mean",
-                    micro_batch: int = 8, pad_id: int = 0, chunk_tokens: int = LOGIT_CHUNK_TOKENS) -> Tensor:
-    """[P] fp32 on the CPU: ∇θ Σ_groups probe_loss, accumulated over the groups' backward passes."""
+                    micro_batch: int = 8, pad_id: int = 0, chunk_tokens: int = LOGIT_CHUNK_TOKENS,
+                    into: HostSum | None = None) -> Tensor:
+    """[P] fp32 on the CPU: ∇θ Σ_groups probe_loss, accumulated over the groups' backward passes; added into `into`
+    where one is given (HostSum: its `total` is returned), else into a sum of its own."""
     _check(groups, rewards, micro_batch, chunk_tokens)
+    layout = ParameterLayout.of(model)
+    into = HostSum(layout.size) if into is None else into
     with _measuring(model, groups) as (parameters, forward):
         _clear(parameters)
         for g in (~zero_advantage(rewards.float())).nonzero().squeeze(-1).tolist():
             _backward_group(model, groups[g], rewards[g], aggregation, micro_batch, pad_id, forward, chunk_tokens)
-        return _flat(parameters)
+        into.add(_gradient_pieces(parameters, layout))
+    return into.total
 
 
 def group_alignment(model, groups: Sequence[GroupTokens], rewards: Tensor, direction: Tensor, *,
                     normalise_candidates: bool, aggregation: str = "token_mean", micro_batch: int = 8,
-                    pad_id: int = 0, eps: float = 1e-5, chunk_tokens: int = LOGIT_CHUNK_TOKENS) -> Alignment:
+                    pad_id: int = 0, eps: float = 1e-5, chunk_tokens: int = LOGIT_CHUNK_TOKENS,
+                    into: HostSum | None = None) -> Alignment:
     """The groups' Alignment with the unit `direction` [P], one group's gradient at a time: g·u and ‖g‖ per group
     (0 for a zero-advantage group, never back-propagated), and Σ_g w_g·g (scores.mean_weights), on the model's
-    device; returned on the CPU."""
+    device; returned on the CPU, the mean added into `into` where one is given (HostSum: its `total` is the
+    Alignment's mean)."""
     _check(groups, rewards, micro_batch, chunk_tokens)
     layout = ParameterLayout.of(model)
     if direction.shape != (layout.size,):
@@ -292,4 +325,7 @@ def group_alignment(model, groups: Sequence[GroupTokens], rewards: Tensor, direc
             for name, p in parameters:
                 if p.grad is not None:
                     mean[layout.slices[name]] += weight * p.grad.reshape(-1).float()
-    return Alignment(dots, norms, mean.cpu())
+    if into is None:
+        return Alignment(dots, norms, mean.cpu())
+    into.add([(slice(0, layout.size), mean)])
+    return Alignment(dots, norms, into.total)

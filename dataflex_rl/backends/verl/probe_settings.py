@@ -5,10 +5,13 @@ The round's backward passes run on each of the job's GPUs (probe_shards.py): a r
 gradient in the model's dtype (bf16: 2 + 2 bytes a parameter), and, in fp32, the unit validation gradient and the
 share's mean scored gradient that the streamed score accumulates (4 + 4): 12 bytes a parameter, ~92 GiB for an 8.2B
 model; and the activations and logits of one micro-batch (`probe_memory`, where the model's config.json can be read).
-On the host: the model between backward passes (2), vLLM's weights while it sleeps (2) and the validation gradient
-(4), 8 bytes a parameter. The options that need whole per-group gradients at once hold them on the host besides,
-fp32: a projection the M candidates', normalised validation groups the |P_v| groups' (33 GB a group at 8B parameters,
-which only a small model can afford); the dry run counts them.
+On the host (`round_host_memory`): the HF model between backward passes (2), every round engine's weights, which vLLM
+keeps in pinned host memory while it sleeps (2 for each engine: 16 on 8 GPUs at tensor_parallel_size 1), the
+validation gradient and its unit direction (4 + 4), and the one fp32 sum that every replica adds its gradient into,
+block by block and in the replicas' order (4): 30 bytes a parameter on 8 GPUs, ~229 GiB for an 8.2B model. The
+options that need whole per-group gradients at once hold them on the host besides, fp32: a projection the M
+candidates', normalised validation groups the |P_v| groups' (33 GB a group at 8B parameters, which only a small model
+can afford); the dry run counts them.
 """
 from __future__ import annotations
 
@@ -24,7 +27,10 @@ if TYPE_CHECKING:
 GIB = 1 << 30
 DTYPE_BYTES = 2  # bf16 weights and gradients, as the released scorer ran its model
 GPU_BYTES_PER_PARAMETER = 2 * DTYPE_BYTES + 4 + 4
-HOST_BYTES_PER_PARAMETER = 2 * DTYPE_BYTES + 4
+# elements of a gradient that the host handles at once: each replica's gradient is copied from its device and added
+# into the round's one fp32 sum one block at a time (probe_gradients.HostSum), and each module's part of the score is
+# summed in fp64 one block at a time (scores.module_contributions)
+HOST_BLOCK = 1 << 22
 GPU_HEADROOM = 0.9  # of a GPU's memory: CUDA context, allocator fragmentation
 # tokens of a micro-batch whose logits one chunk of the probe's log-probs holds (probe_gradients.response_logp)
 LOGIT_CHUNK_TOKENS = 1024
@@ -190,13 +196,60 @@ def _activation_errors(key: str, parameters: int, settings: ProbeSettings, shape
             f"no GPU) — " + ", or ".join(fixes)]
 
 
+@dataclass(frozen=True)
+class RoundHostMemory:
+    """The host's bytes at a selection round's peak (round_host_memory), term by term."""
+
+    model: int  # the HF model between backward passes, bf16
+    engines: int  # the sleeping round engines' weights, pinned bf16, one copy an engine
+    validation: int  # g_v and its unit direction, fp32
+    accumulation: int  # the one fp32 sum the replicas add their gradients (or means) into
+    transient: int  # the blocks in flight: one block's host copy, or its fp64 products for the module shares
+    gradient_rows: int  # whole fp32 per-group gradients held at once (a projection, normalised validation groups)
+
+    @property
+    def total(self) -> int:
+        return (self.model + self.engines + self.validation + self.accumulation + self.transient
+                + self.gradient_rows)
+
+
+def round_host_memory(parameters: int, engines: int, gradient_rows: int = 0) -> RoundHostMemory:
+    """The host memory of a selection round of a `parameters`-parameter model with `engines` sleeping vLLM engines
+    (the train job's GPUs // rollout.tensor_parallel_size: round_engines.device_groups) and `gradient_rows` whole
+    per-group gradients held at once. Its peak comes after the candidates' backward passes, when the policy takes the
+    module shares of the mean (policies.prompt_selection._aligned); bytes:
+    - model: 2 a parameter. The HF model (bf16) is back on the CPU between passes (probe_shards.replicas); during a
+      pass its weights are on the first GPU and the other replicas' are copied there from GPU to GPU, never through
+      the host.
+    - engines: 2 a parameter for each engine. vLLM's sleep (level 1) backs the weights up in pinned host memory
+      (its CuMemAllocator), a tensor-parallel engine's workers each their share, and pinned pages count against the
+      job's memory cgroup as any other.
+    - validation: 4 + 4 a parameter. The round keeps g_v (the validation rollouts' summed gradient, or `align`'s
+      candidates') and the policy the unit direction it scores against (scores.unit_vector).
+    - accumulation: 4 a parameter. probe_shards.summed_gradient and group_alignment preallocate one fp32 [P] sum that
+      each replica adds its gradient (its share's mean) into on the host, in the replicas' order: no replica's whole
+      vector and no concatenation exist on the host (probe_gradients.HostSum). The summed gradient becomes g_v, the
+      mean stays until the module shares are taken.
+    - transient: 24 × HOST_BLOCK bytes. A gradient crosses to the host one block at a time (its fp32 copy, and its
+      scaled copy for a share's mean: 8 bytes an element), and each module's share of the score is summed one block
+      at a time in fp64 (both blocks and their product: 24).
+    - gradient_rows: 4 a parameter each: the M candidates' rows under a projection, the |P_v| validation groups' with
+      normalise_validation_groups (probe_shards.group_gradients writes each group's row in place).
+    Left out: the engines' processes themselves and the decoded rollouts, which do not scale with the parameters."""
+    return RoundHostMemory(model=DTYPE_BYTES * parameters, engines=DTYPE_BYTES * parameters * engines,
+                           validation=(4 + 4) * parameters, accumulation=4 * parameters, transient=24 * HOST_BLOCK,
+                           gradient_rows=4 * parameters * gradient_rows)
+
+
 def probe_memory_errors(key: str, parameters: int, settings: ProbeSettings, host_mb: int,
                         gradient_rows: int = 0, shape: ModelShape | None = None, prompt_tokens: int = 0,
-                        response_tokens: int = 0, length_key: str = "training.max_new_tokens") -> list[str]:
+                        response_tokens: int = 0, length_key: str = "training.max_new_tokens",
+                        engines: int = 1) -> list[str]:
     """Why a selection round of a `parameters`-parameter model cannot run on the train job's GPUs of
-    `settings.gpu_memory_gb` and its `host_mb` of memory, holding `gradient_rows` whole fp32 gradients on the host
-    besides (a projection, normalised validation groups: prompt_selection.candidates.SelectionSize). With the model's
-    `shape` (its config.json) the GPU's bytes are probe_memory's for `settings.micro_batch` responses of up to
+    `settings.gpu_memory_gb` and its `host_mb` of memory, with `engines` round engines asleep during its backward
+    passes and `gradient_rows` whole fp32 gradients on the host besides (a projection, normalised validation groups:
+    prompt_selection.candidates.SelectionSize); the host's bytes are round_host_memory's. With the model's `shape`
+    (its config.json) the GPU's bytes are probe_memory's for `settings.micro_batch` responses of up to
     `response_tokens` (the setting `length_key`: the study's, or the model's own) after prompts of up to
     `prompt_tokens`; without it the parameters' alone, which the refusal says."""
     gpu = parameters * GPU_BYTES_PER_PARAMETER
@@ -213,18 +266,33 @@ def probe_memory_errors(key: str, parameters: int, settings: ProbeSettings, host
                       f"smaller model"]
     else:
         errors = []
-    host = parameters * HOST_BYTES_PER_PARAMETER
-    rows = gradient_rows * parameters * 4
-    if host + rows > host_mb * (1 << 20):
-        held = (f" and {gradient_rows} whole fp32 gradients of its groups ({rows / (1 << 20):.0f} MB: a "
-                f"projection_dim holds the M candidates', normalise_validation_groups the |P_v| validation groups')"
-                if rows else "")
-        fix = f" — raise the train rule's mem_mb ({key}.resources.train.mem_mb)" + (
-            ", or leave those options out (every other reduction streams one group at a time)" if rows else "")
-        errors.append(f"resources of rule train: mem_mb={host_mb}, but a selection round of {key} holds "
-                      f"{(host + rows) / (1 << 20):.0f} MB on the host: the model, vLLM's sleeping weights and the "
-                      f"validation gradient ({HOST_BYTES_PER_PARAMETER} bytes a parameter){held}{fix}")
+    host = round_host_memory(parameters, engines, gradient_rows)
+    if host.total > host_mb * MB:
+        errors.append(_host_error(key, parameters, engines, gradient_rows, host, host_mb))
     return errors
+
+
+MB = 1 << 20  # Snakemake's mem_mb, as the dry run reads it
+
+
+def _host_error(key: str, parameters: int, engines: int, gradient_rows: int, host: RoundHostMemory,
+                host_mb: int) -> str:
+    def mb(size: int) -> str:
+        return f"{size / MB:.0f} MB"
+
+    needed = -(-host.total // MB)
+    rows = (f"; {gradient_rows} whole fp32 gradients of its groups ({mb(host.gradient_rows)}: a projection_dim holds "
+            f"the M candidates', normalise_validation_groups the |P_v| validation groups')"
+            if gradient_rows else "")
+    fix = f" — set {key}.resources.train.mem_mb to at least {needed}" + (
+        ", or leave those options out (every other reduction streams one group at a time)" if gradient_rows else "")
+    return (f"resources of rule train: mem_mb={host_mb}, but a selection round of {key} holds {mb(host.total)} on the "
+            f"host at its peak, for {parameters:.3g} parameters: the HF model between backward passes (bf16, "
+            f"{mb(host.model)}); the weights of its {engines} sleeping vLLM engine(s), pinned bf16 copies "
+            f"({engines} × 2 bytes a parameter, {mb(host.engines)}); the validation gradient and its unit direction "
+            f"(fp32, {mb(host.validation)}); the fp32 sum the replicas add their gradients into "
+            f"({mb(host.accumulation)}); the blocks in flight ({mb(host.transient)}){rows} "
+            f"(dataflex_rl/backends/verl/probe_settings.py: round_host_memory){fix}")
 
 
 def check_selection_options(method: MethodSpec) -> list[str]:
