@@ -82,13 +82,6 @@ def test_the_host_holds_each_sleeping_engines_weights():
     assert errors(200000, tensor_parallel_size=2) == []
 
 
-def test_the_module_shares_are_summed_in_the_blocks_the_dry_run_counts():
-    from dataflex_rl.backends.verl.probe_settings import HOST_BLOCK
-    from dataflex_rl.prompt_selection.scores import CONTRIBUTION_BLOCK
-
-    assert CONTRIBUTION_BLOCK == HOST_BLOCK
-
-
 def test_whole_group_gradients_on_the_host_are_counted_and_name_the_options():
     """A projection or normalised validation groups hold whole fp32 gradients on the host: 100 groups of a
     1.5e9-parameter model are 100 × 1.5e9 × 4 = 600e9 bytes = 572,205 MB besides the round's 16 bytes a parameter

@@ -17,6 +17,12 @@ import random
 from dataclasses import dataclass
 from typing import Sequence
 
+# Elements of a whole-model gradient vector that a round handles at once where it would otherwise copy the whole
+# vector: the verl round's host sum adds each replica's gradient a block at a time (backends/verl/probe_gradients.HostSum)
+# and scores.module_contributions multiplies in fp64 a block at a time; the verl dry run counts the blocks in flight
+# (backends/verl/probe_settings.round_host_memory). Here, torch-free, so both layers read the one value.
+GRADIENT_BLOCK = 1 << 22
+
 
 @dataclass(frozen=True)
 class SelectionSize:

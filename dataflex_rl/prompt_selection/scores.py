@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from dataflex_rl.prompt_selection.candidates import GRADIENT_BLOCK
+
 AGGREGATIONS = ("token_mean", "seq_mean")
 # Symmetric pass rates a and 1 − a must tie in AccGreedy whatever float type carried them (0.4 and 0.6 differ from
 # 0.5 by different amounts in float32); pass rates are k/K with K ≪ 1e6, so distinct rates never merge at 6 decimals.
@@ -197,23 +199,18 @@ def unit_group_sum(groups: Tensor, eps: float = 1e-5) -> Tensor:
     return unit_vector(groups, eps).sum(dim=0)
 
 
-# elements of a module's slices multiplied in fp64 at once (module_contributions): 96 MiB of the two fp64 blocks and
-# their product, whatever the model's size (the verl dry run counts it: probe_settings.HOST_BLOCK)
-CONTRIBUTION_BLOCK = 1 << 22
-
-
 def module_contributions(validation_unit: Tensor, candidate_unit: Tensor, layout) -> dict[str, float]:
     """Each module's share of the score g_v·g_i: the dot product over the module's slices of the flat vectors.
 
     `layout` is a `gradients.ParameterLayout`; the shares sum to the full dot product. The released scorer logs the
     top five by |dot| (L540–591); tied embeddings may dominate. Computed in fp64 a slice at a time, and a slice of
-    more than CONTRIBUTION_BLOCK elements a block at a time, never the whole vectors in fp64 (for an 8B model 3 × 61
+    more than GRADIENT_BLOCK elements a block at a time, never the whole vectors in fp64 (for an 8B model 3 × 61
     GiB): a slice within one block gives the sum of the whole vectors' products there, bit for bit.
     """
     def dot(where: slice) -> Tensor:
-        return sum((validation_unit[start:min(start + CONTRIBUTION_BLOCK, where.stop)].double()
-                    * candidate_unit[start:min(start + CONTRIBUTION_BLOCK, where.stop)].double()).sum()
-                   for start in range(where.start, where.stop, CONTRIBUTION_BLOCK))
+        return sum((validation_unit[start:min(start + GRADIENT_BLOCK, where.stop)].double()
+                    * candidate_unit[start:min(start + GRADIENT_BLOCK, where.stop)].double()).sum()
+                   for start in range(where.start, where.stop, GRADIENT_BLOCK))
 
     return {module: float(sum(dot(layout.slices[name]) for name in names))
             for module, names in layout.modules().items()}

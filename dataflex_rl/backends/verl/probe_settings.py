@@ -20,17 +20,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
 from dataflex_rl.backends.verl.gpu_types import MARGIN_GIB, counted, usable_gib
+from dataflex_rl.prompt_selection.candidates import GRADIENT_BLOCK
 
 if TYPE_CHECKING:
     from dataflex_rl.policies.methods import MethodSpec
 
 GIB = 1 << 30
+MB = 1 << 20  # Snakemake's mem_mb, as the dry run reads it
 DTYPE_BYTES = 2  # bf16 weights and gradients, as the released scorer ran its model
 GPU_BYTES_PER_PARAMETER = 2 * DTYPE_BYTES + 4 + 4
 # elements of a gradient that the host handles at once: each replica's gradient is copied from its device and added
 # into the round's one fp32 sum one block at a time (probe_gradients.HostSum), and each module's part of the score is
-# summed in fp64 one block at a time (scores.module_contributions)
-HOST_BLOCK = 1 << 22
+# summed in fp64 one block at a time (scores.module_contributions); one value for both (candidates.GRADIENT_BLOCK)
+HOST_BLOCK = GRADIENT_BLOCK
 GPU_HEADROOM = 0.9  # of a GPU's memory: CUDA context, allocator fragmentation
 # tokens of a micro-batch whose logits one chunk of the probe's log-probs holds (probe_gradients.response_logp)
 LOGIT_CHUNK_TOKENS = 1024
@@ -271,8 +273,6 @@ def probe_memory_errors(key: str, parameters: int, settings: ProbeSettings, host
         errors.append(_host_error(key, parameters, engines, gradient_rows, host, host_mb))
     return errors
 
-
-MB = 1 << 20  # Snakemake's mem_mb, as the dry run reads it
 
 
 def _host_error(key: str, parameters: int, engines: int, gradient_rows: int, host: RoundHostMemory,
